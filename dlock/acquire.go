@@ -1,0 +1,162 @@
+package dlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// errRequeue: the waiter's node vanished with an old session; it queues again with a new node.
+var errRequeue = errors.New("lock node vanished while waiting")
+
+// acquire is the one recipe behind Mutex and RWMutex.
+func (c *Client) acquire(ctx context.Context, dir string, k kind, try bool) (*Lease, error) {
+	if err := validateLockPath(dir); err != nil {
+		return nil, err
+	}
+	if try {
+		// Answer "locked" without writing anything when the queue is visibly busy: no node is
+		// created, so none can leak (kazoo #732).
+		kids, err := c.children(ctx, dir)
+		if err != nil && !errors.Is(err, zk.ErrNoNode) {
+			return nil, fmt.Errorf("dlock: trylock %s: %w", dir, err)
+		}
+		if len(parseQueue(kids)) > 0 {
+			return nil, ErrLocked
+		}
+	}
+	for {
+		n, err := c.createNode(ctx, dir, k)
+		if err != nil {
+			return nil, fmt.Errorf("dlock: lock %s: %w", dir, err)
+		}
+		lease, err := c.waitTurn(ctx, n, try)
+		switch {
+		case errors.Is(err, errRequeue):
+			c.log.Info("lock node vanished while waiting; queueing again", "node", n.path)
+			continue
+		case errors.Is(err, ErrLocked):
+			return nil, ErrLocked
+		case err != nil:
+			return nil, fmt.Errorf("dlock: lock %s: %w", dir, err)
+		}
+		c.stats.acquisitions.Add(1)
+		return lease, nil
+	}
+}
+
+// waitTurn waits until no node ahead of n blocks it. It reads the queue once and then walks it
+// backwards: a waiter watches only the nearest blocker, and when that one is deleted it checks the
+// next one down instead of reading the queue again. This is sound because sequence numbers only
+// grow: the set of nodes ahead of n can shrink but never gain a member.
+func (c *Client) waitTurn(ctx context.Context, n *ownNode, try bool) (*Lease, error) {
+	var ahead []lockNode
+	readQueue := true
+	for {
+		if readQueue {
+			kids, err := c.children(ctx, n.dir)
+			if err != nil && !errors.Is(err, zk.ErrNoNode) {
+				c.discard(ctx, n.path, n.owner)
+				return nil, err
+			}
+			queue := parseQueue(kids)
+			if !slices.ContainsFunc(queue, func(x lockNode) bool { return x.name == n.node.name }) {
+				return nil, errRequeue
+			}
+			ahead = blockers(queue, n.node)
+			readQueue = false
+		}
+		if try && len(ahead) > 0 {
+			c.discard(ctx, n.path, n.owner)
+			return nil, ErrLocked
+		}
+
+		var wake <-chan zk.Event
+		for wake == nil && len(ahead) > 0 {
+			ch, err := c.getW(ctx, n.dir+"/"+ahead[len(ahead)-1].name)
+			switch {
+			case errors.Is(err, zk.ErrNoNode):
+				ahead = ahead[:len(ahead)-1]
+			case err != nil:
+				c.discard(ctx, n.path, n.owner)
+				return nil, err
+			default:
+				wake = ch
+			}
+		}
+		if wake == nil {
+			lease, err := c.grant(n)
+			if errors.Is(err, errNoSession) {
+				readQueue = true // the session is unsure: look again once it is back
+				continue
+			}
+			return lease, err
+		}
+
+		select {
+		case ev := <-wake:
+			c.stats.watchEvents.Add(1)
+			if ev.Type == zk.EventNodeDeleted {
+				ahead = ahead[:len(ahead)-1]
+			} else {
+				readQueue = true
+			}
+		case ev := <-n.watch:
+			if ev.Type != zk.EventNodeDataChanged {
+				if errors.Is(ev.Err, zk.ErrClosing) {
+					return nil, ErrClosed
+				}
+				return nil, errRequeue
+			}
+			w, err := c.existsW(ctx, n.path)
+			if err != nil {
+				if errors.Is(err, zk.ErrNoNode) {
+					return nil, errRequeue
+				}
+				c.discard(ctx, n.path, n.owner)
+				return nil, err
+			}
+			n.watch = w.ch
+		case <-ctx.Done():
+			c.discard(ctx, n.path, n.owner)
+			return nil, ctx.Err()
+		case <-c.closedCh:
+			return nil, ErrClosed
+		}
+	}
+}
+
+var errNoSession = errors.New("no trusted session")
+
+// grant turns n into a lease, but only while the session that owns n is live and trusted: a node
+// seen in an old read may already be gone with its session, and a lease must never stand on a
+// node that does not exist.
+func (c *Client) grant(n *ownNode) (*Lease, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case c.closed:
+		return nil, ErrClosed
+	case c.gen == nil || c.gen.sessionID != n.owner:
+		return nil, errRequeue
+	case !c.hasSession || c.gen.ended():
+		return nil, errNoSession
+	}
+	return newLease(c, n, c.gen), nil
+}
+
+func validateLockPath(p string) error {
+	if !strings.HasPrefix(p, "/") || p == "/" || strings.HasSuffix(p, "/") {
+		return fmt.Errorf("dlock: lock path %q must be absolute and not end in /", p)
+	}
+	for _, part := range strings.Split(p[1:], "/") {
+		if part == "" || part == "." || part == ".." {
+			return fmt.Errorf("dlock: lock path %q has an empty, . or .. element", p)
+		}
+	}
+	return nil
+}

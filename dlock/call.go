@@ -1,0 +1,103 @@
+package dlock
+
+import (
+	"context"
+	"errors"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// call runs one ZooKeeper request and stops waiting for it when ctx ends or the client closes.
+// go-zookeeper has no contexts: the abandoned request completes in the background and its result
+// is dropped, which is harmless for reads and deletes; creates use createAbandonable instead.
+func call[T any](ctx context.Context, c *Client, op func() (T, error)) (T, error) {
+	type result struct {
+		v   T
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		v, err := op()
+		ch <- result{v, err}
+	}()
+	select {
+	case r := <-ch:
+		return r.v, r.err
+	case <-ctx.Done():
+		var zero T
+		return zero, ctx.Err()
+	case <-c.closedCh:
+		var zero T
+		return zero, ErrClosed
+	}
+}
+
+// retry runs a request that is safe to repeat, again after every connection error, once the
+// client has a session again. Callers that care which session answered compare it themselves.
+func retry[T any](ctx context.Context, c *Client, op func() (T, error)) (T, error) {
+	for {
+		if _, err := c.session(ctx); err != nil {
+			var zero T
+			return zero, err
+		}
+		v, err := call(ctx, c, op)
+		if err == nil || !isConnectionError(err) {
+			return v, err
+		}
+	}
+}
+
+// isConnectionError reports errors after which a request may or may not have been applied.
+func isConnectionError(err error) bool {
+	return errors.Is(err, zk.ErrConnectionClosed) || errors.Is(err, zk.ErrNoServer) ||
+		errors.Is(err, zk.ErrSessionExpired) || errors.Is(err, zk.ErrSessionMoved) ||
+		errors.Is(err, zk.ErrClosing)
+}
+
+func (c *Client) children(ctx context.Context, dir string) ([]string, error) {
+	return retry(ctx, c, func() ([]string, error) {
+		c.stats.children.Add(1)
+		kids, _, err := c.conn.Children(dir)
+		return kids, err
+	})
+}
+
+func (c *Client) exists(ctx context.Context, path string) (*zk.Stat, error) {
+	return retry(ctx, c, func() (*zk.Stat, error) {
+		c.stats.exists.Add(1)
+		ok, st, err := c.conn.Exists(path)
+		if err == nil && !ok {
+			return nil, zk.ErrNoNode
+		}
+		return st, err
+	})
+}
+
+type watched struct {
+	stat *zk.Stat
+	ch   <-chan zk.Event
+}
+
+// existsW watches a node that should exist; ErrNoNode if it does not. go-zookeeper's ExistsW would
+// leave a creation watch behind for a missing node, which for a sequential name never fires; the
+// caller does not reach that case except when its own node vanished, and then the session is gone.
+func (c *Client) existsW(ctx context.Context, path string) (watched, error) {
+	return retry(ctx, c, func() (watched, error) {
+		c.stats.exists.Add(1)
+		ok, st, ch, err := c.conn.ExistsW(path)
+		if err == nil && !ok {
+			return watched{}, zk.ErrNoNode
+		}
+		return watched{st, ch}, err
+	})
+}
+
+// getW watches a node if it exists. GetW, unlike ExistsW, sets no watch on a missing node, which
+// is why waiters use it on their predecessors.
+func (c *Client) getW(ctx context.Context, path string) (<-chan zk.Event, error) {
+	return retry(ctx, c, func() (<-chan zk.Event, error) {
+		c.stats.gets.Add(1)
+		_, _, ch, err := c.conn.GetW(path)
+		return ch, err
+	})
+}

@@ -1,0 +1,230 @@
+package dlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// ownNode is the lock node one Lock call created and waits with.
+type ownNode struct {
+	dir   string
+	path  string
+	node  lockNode
+	owner int64           // session that created it
+	token int64           // its czxid
+	watch <-chan zk.Event // fires when it is deleted or its session ends
+}
+
+// cleanupTimeout bounds how long a failing call waits to delete its node before it hands the
+// deletion to the background (with the connection down, the node vanishes with the session).
+const cleanupTimeout = time.Second
+
+// createNode adds this attempt's EPHEMERAL_SEQUENTIAL node to the queue at dir.
+func (c *Client) createNode(ctx context.Context, dir string, k kind) (*ownNode, error) {
+	guid, err := newGUID()
+	if err != nil {
+		return nil, err
+	}
+	prefix := dir + "/" + nodePrefix(guid, k)
+	for {
+		if _, err := c.session(ctx); err != nil {
+			return nil, err
+		}
+		name, owner, err := c.createAbandonable(ctx, dir, prefix, guid)
+		switch {
+		case err == nil:
+		case errors.Is(err, zk.ErrNoNode):
+			if err := c.ensureParents(ctx, dir); err != nil {
+				return nil, err
+			}
+			continue
+		case isConnectionError(err):
+			// The create may have been applied with its reply lost (ZOOKEEPER-1262): look for it
+			// by GUID before trying again, or it would block the queue until the session ends.
+			name, owner, err = c.findProtected(ctx, dir, guid)
+			if err != nil {
+				return nil, err
+			}
+			if name == "" {
+				continue
+			}
+		default:
+			return nil, fmt.Errorf("create lock node: %w", err)
+		}
+		n, err := c.watchOwn(ctx, dir, name, owner)
+		if errors.Is(err, zk.ErrNoNode) {
+			continue // it went with its session already; queue again
+		}
+		return n, err
+	}
+}
+
+// createAbandonable creates the node but stops waiting when ctx ends. A create that is applied
+// after its caller gave up is found and deleted in the background.
+func (c *Client) createAbandonable(ctx context.Context, dir, prefix, guid string) (name string, owner int64, err error) {
+	type result struct {
+		name  string
+		owner int64
+		err   error
+	}
+	ch := make(chan result, 1)
+	c.stats.creates.Add(1)
+	go func() {
+		name, err := c.conn.Create(prefix, []byte(c.cfg.owner), zk.FlagEphemeralSequential, c.cfg.acl)
+		ch <- result{name, c.conn.SessionID(), err}
+	}()
+	select {
+	case r := <-ch:
+		return r.name, r.owner, r.err
+	case <-ctx.Done():
+	case <-c.closedCh:
+		return "", 0, ErrClosed
+	}
+	c.bg.Add(1)
+	go func() {
+		defer c.bg.Done()
+		r := <-ch
+		switch {
+		case r.err == nil:
+			c.removeNow(c.bgCtx, r.name, r.owner)
+		case isConnectionError(r.err):
+			if name, owner, err := c.findProtected(c.bgCtx, dir, guid); err == nil && name != "" {
+				c.removeNow(c.bgCtx, name, owner)
+			}
+		}
+	}()
+	return "", 0, ctx.Err()
+}
+
+// findProtected looks for this attempt's node by GUID. A node with the GUID but owned by an
+// earlier session is not ours to use (CURATOR-498): it is on its way out with that session.
+func (c *Client) findProtected(ctx context.Context, dir, guid string) (string, int64, error) {
+	kids, err := c.children(ctx, dir)
+	if errors.Is(err, zk.ErrNoNode) {
+		return "", 0, nil
+	}
+	if err != nil {
+		return "", 0, fmt.Errorf("look for own lock node: %w", err)
+	}
+	sid := c.conn.SessionID()
+	for _, name := range kids {
+		if n, ok := parseNode(name); !ok || n.guid != guid {
+			continue
+		}
+		p := dir + "/" + name
+		st, err := c.exists(ctx, p)
+		if errors.Is(err, zk.ErrNoNode) {
+			continue
+		}
+		if err != nil {
+			return "", 0, fmt.Errorf("look for own lock node: %w", err)
+		}
+		if st.EphemeralOwner == sid {
+			return p, sid, nil
+		}
+		c.log.Info("ignoring lock node of an earlier session", "node", p,
+			"owner", fmt.Sprintf("%#x", st.EphemeralOwner), "session", fmt.Sprintf("%#x", sid))
+	}
+	return "", 0, nil
+}
+
+// watchOwn reads the new node's czxid (the fencing token) and watches it, so that a waiter or a
+// holder learns at once when the node is deleted.
+func (c *Client) watchOwn(ctx context.Context, dir, p string, owner int64) (*ownNode, error) {
+	node, ok := parseNode(path.Base(p))
+	if !ok {
+		return nil, fmt.Errorf("dlock: created node %q has an unexpected name", p)
+	}
+	w, err := c.existsW(ctx, p)
+	if err != nil {
+		if !errors.Is(err, zk.ErrNoNode) {
+			c.discard(ctx, p, owner)
+		}
+		return nil, err
+	}
+	return &ownNode{dir: dir, path: p, node: node, owner: w.stat.EphemeralOwner, token: w.stat.Czxid, watch: w.ch}, nil
+}
+
+// ensureParents creates the lock path as container nodes, which ZooKeeper deletes once they
+// are empty again, so that idle SKUs leave nothing behind.
+func (c *Client) ensureParents(ctx context.Context, dir string) error {
+	p := ""
+	for _, part := range strings.Split(strings.TrimPrefix(dir, "/"), "/") {
+		p += "/" + part
+		_, err := retry(ctx, c, func() (string, error) {
+			c.stats.creates.Add(1)
+			return c.conn.CreateContainer(p, nil, zk.FlagContainer, c.cfg.acl)
+		})
+		if err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			return fmt.Errorf("create lock path %s: %w", p, err)
+		}
+	}
+	return nil
+}
+
+// removeNow deletes a node of ours. goneBefore reports that it was already gone on the first
+// try, which for a holder means someone else deleted it. A node whose session has ended is gone
+// with it, so there is nothing to do.
+func (c *Client) removeNow(ctx context.Context, p string, owner int64) (goneBefore bool, err error) {
+	first := true
+	for {
+		gen, err := c.session(ctx)
+		if err != nil {
+			return false, err
+		}
+		if gen.sessionID != owner {
+			return false, nil
+		}
+		_, err = call(ctx, c, func() (struct{}, error) {
+			c.stats.deletes.Add(1)
+			return struct{}{}, c.conn.Delete(p, -1)
+		})
+		switch {
+		case err == nil:
+			return false, nil
+		case errors.Is(err, zk.ErrNoNode):
+			return first, nil
+		case !isConnectionError(err):
+			return false, fmt.Errorf("delete %s: %w", p, err)
+		}
+		first = false
+	}
+}
+
+// discard deletes the node of a call that is failing, within cleanupTimeout even if the caller's
+// context has ended, and otherwise in the background: no failure path leaves a live node.
+func (c *Client) discard(ctx context.Context, p string, owner int64) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	if _, err := c.removeNow(ctx, p, owner); err != nil && !errors.Is(err, ErrClosed) {
+		c.log.Warn("lock node not deleted yet; retrying in the background", "node", p, "err", err)
+		c.removeLater(p, owner)
+	}
+}
+
+// removeLater keeps trying to delete a node until it is gone, its session ends, or the client
+// closes (Curator's "guaranteed delete").
+func (c *Client) removeLater(p string, owner int64) {
+	c.bg.Add(1)
+	go func() {
+		defer c.bg.Done()
+		for {
+			_, err := c.removeNow(c.bgCtx, p, owner)
+			if err == nil || c.bgCtx.Err() != nil || errors.Is(err, ErrClosed) {
+				return
+			}
+			c.log.Warn("deleting lock node failed", "node", p, "err", err)
+			select {
+			case <-time.After(time.Second):
+			case <-c.bgCtx.Done():
+				return
+			}
+		}
+	}()
+}

@@ -1,0 +1,13 @@
+package dlock
+
+import "errors"
+
+var (
+	// ErrLocked is TryLock's answer when the lock is held or has waiters.
+	ErrLocked = errors.New("dlock: lock is held or has waiters")
+	// ErrLost means a holding can no longer be trusted: the session expired or stayed disconnected
+	// too long, or the lock node was deleted by someone else. Stop the critical section.
+	ErrLost = errors.New("dlock: lock lost")
+	// ErrClosed is returned by every call on a closed Client.
+	ErrClosed = errors.New("dlock: client closed")
+)

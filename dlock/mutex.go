@@ -1,0 +1,30 @@
+package dlock
+
+import "context"
+
+// Mutex is a fair (FIFO), herd-free exclusive lock on one ZooKeeper path. It holds no state of its
+// own: goroutines may share one Mutex, each Lock call queues separately, and it can be locked again
+// after any failure.
+type Mutex struct {
+	c    *Client
+	path string
+}
+
+// NewMutex returns the lock at path (for example /zkstock/locks/sku/SKU-1). Parents are created
+// on demand as container nodes.
+func NewMutex(c *Client, path string) *Mutex { return &Mutex{c: c, path: path} }
+
+// Path is the lock's ZooKeeper path.
+func (m *Mutex) Path() string { return m.path }
+
+// Lock waits until the lock is held, or ctx ends (the error then wraps ctx.Err() and the waiter's
+// node has been deleted).
+func (m *Mutex) Lock(ctx context.Context) (*Lease, error) {
+	return m.c.acquire(ctx, m.path, kindLock, false)
+}
+
+// TryLock takes the lock only if nobody holds it or waits for it; otherwise it returns ErrLocked
+// at once, having left no node behind.
+func (m *Mutex) TryLock(ctx context.Context) (*Lease, error) {
+	return m.c.acquire(ctx, m.path, kindLock, true)
+}

@@ -1,0 +1,61 @@
+package dlock
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// Option configures Connect.
+type Option func(*config)
+
+type config struct {
+	sessionTimeout time.Duration
+	logger         *slog.Logger
+	acl            []zk.ACL
+	auth           []authInfo
+	owner          string
+	dialer         zk.Dialer
+}
+
+type authInfo struct {
+	scheme string
+	auth   []byte
+}
+
+func defaultConfig() config {
+	host, _ := os.Hostname()
+	return config{
+		sessionTimeout: 10 * time.Second,
+		logger:         slog.New(slog.DiscardHandler),
+		acl:            zk.WorldACL(zk.PermAll),
+		owner:          fmt.Sprintf("%s:%d", host, os.Getpid()),
+		dialer:         net.DialTimeout,
+	}
+}
+
+// WithSessionTimeout sets the ZooKeeper session timeout (default 10s). A crashed holder keeps its
+// lock this long; a disconnected holder learns it lost the lock after two thirds of it.
+func WithSessionTimeout(d time.Duration) Option { return func(c *config) { c.sessionTimeout = d } }
+
+// WithLogger sets where connection and lock events are logged (default: nowhere).
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
+
+// WithACL sets the ACL of every node the client creates (default: open to all).
+func WithACL(acl []zk.ACL) Option { return func(c *config) { c.acl = acl } }
+
+// WithAuth adds authentication, sent again on every reconnect (for example "digest", "user:pass").
+func WithAuth(scheme string, auth []byte) Option {
+	return func(c *config) { c.auth = append(c.auth, authInfo{scheme, auth}) }
+}
+
+// WithOwner names this process in the data of its lock nodes, so that a look at the queue shows who
+// holds and who waits (default host:pid).
+func WithOwner(name string) Option { return func(c *config) { c.owner = name } }
+
+// WithDialer sets how the client dials ZooKeeper servers.
+func WithDialer(d zk.Dialer) Option { return func(c *config) { c.dialer = d } }

@@ -1,0 +1,26 @@
+package dlock
+
+import "sync/atomic"
+
+// Stats counts a Client's ZooKeeper work since Connect.
+type Stats struct {
+	Creates, Deletes, ChildrenCalls, ExistsCalls, GetCalls int64 // ZooKeeper operations issued
+	WatchEvents                                            int64 // watch notifications received by lock waiters
+	Acquisitions                                           int64 // successful Lock/RLock/TryLock calls
+}
+
+type counters struct {
+	creates, deletes, children, exists, gets, watchEvents, acquisitions atomic.Int64
+}
+
+func (c *counters) snapshot() Stats {
+	return Stats{
+		Creates:       c.creates.Load(),
+		Deletes:       c.deletes.Load(),
+		ChildrenCalls: c.children.Load(),
+		ExistsCalls:   c.exists.Load(),
+		GetCalls:      c.gets.Load(),
+		WatchEvents:   c.watchEvents.Load(),
+		Acquisitions:  c.acquisitions.Load(),
+	}
+}

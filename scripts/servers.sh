@@ -1,0 +1,250 @@
+#!/usr/bin/env bash
+# Throwaway ZooKeeper and MariaDB servers on free loopback ports, for tests and the local demo.
+#
+#   scripts/servers.sh start DIR [--no-ensemble]   start servers, write DIR/env.sh
+#   scripts/servers.sh stop DIR                    stop them and remove DIR
+#   scripts/servers.sh run [--no-ensemble] -- CMD  start, run CMD with the servers' env, stop
+#
+# DIR/env.sh exports:
+#   ZK_SERVERS    one standalone ZooKeeper (tickTime 500 ms: sessions may be as short as 1 s)
+#   ZK_ENSEMBLE   three ZooKeeper peers in one quorum, comma-separated client addresses
+#   MYSQL_DSN     root on a fresh MariaDB, database zkstock
+#   ZK_DIR, ZK_ENSEMBLE_DIRS, MYSQL_DIR, MYSQL_PORT, MYSQL_SOCKET  for tests that restart servers
+#
+# Missing Debian packages (zookeeper, mariadb-server) are installed first.
+set -euo pipefail
+
+ZK_CP=/etc/zookeeper/conf:/usr/share/java/zookeeper.jar
+JAVA_OPTS_TEST=(-Xms64m -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Dzookeeper.admin.enableServer=false
+	-Dznode.container.checkIntervalMs=1000 -Dzookeeper.jmx.log4j.disable=true)
+
+log() { printf 'servers: %s\n' "$*" >&2; }
+die() { log "$*"; exit 1; }
+
+need_packages() {
+	local missing=()
+	[ -f /usr/share/java/zookeeper.jar ] || missing+=(zookeeper)
+	command -v mariadbd >/dev/null 2>&1 || command -v mysqld >/dev/null 2>&1 || missing+=(mariadb-server)
+	command -v java >/dev/null 2>&1 || missing+=(default-jre-headless)
+	[ ${#missing[@]} -eq 0 ] && return 0
+	log "installing ${missing[*]}"
+	local sudo=()
+	[ "$(id -u)" -eq 0 ] || sudo=(sudo)
+	# policy-rc.d keeps the package scripts from starting system-wide services we do not use.
+	"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null
+	"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive RUNLEVEL=1 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# free_port prints a port nothing listens on and that this run has not handed out yet.
+TAKEN=" "
+free_port() {
+	local p
+	for _ in $(seq 1 200); do
+		p=$((20000 + RANDOM % 30000))
+		case "$TAKEN" in *" $p "*) continue ;; esac
+		if ! port_in_use "$p"; then
+			TAKEN="$TAKEN$p "
+			echo "$p"
+			return 0
+		fi
+	done
+	die "no free port found"
+}
+
+wait_for() { # wait_for SECONDS DESCRIPTION CMD...
+	local secs=$1 what=$2
+	shift 2
+	local deadline=$((SECONDS + secs))
+	until "$@" >/dev/null 2>&1; do
+		[ $SECONDS -lt $deadline ] || return 1
+		sleep 0.2
+	done
+	log "$what ready"
+}
+
+zk_ok() { # zk_ok PORT: the server answers and serves requests (not just "imok" while electing)
+	local out
+	out=$(exec 3<>"/dev/tcp/127.0.0.1/$1" && printf 'srvr' >&3 && timeout 2 cat <&3) || return 1
+	grep -q '^Mode: \(standalone\|leader\|follower\)' <<<"$out"
+}
+
+start_java() { # start_java DIR MAINCLASS CFG
+	(cd "$1" && exec setsid java "${JAVA_OPTS_TEST[@]}" -Dzookeeper.log.dir="$1" -cp "$ZK_CP" "$2" "$3" >"$1/server.log" 2>&1 </dev/null) &
+	echo $! >"$1/pid"
+}
+
+start_zk_standalone() {
+	local dir=$1 port
+	port=$(free_port)
+	mkdir -p "$dir/data"
+	cat >"$dir/zoo.cfg" <<EOF
+tickTime=500
+initLimit=20
+syncLimit=10
+dataDir=$dir/data
+clientPort=$port
+clientPortAddress=127.0.0.1
+minSessionTimeout=1000
+maxSessionTimeout=60000
+maxClientCnxns=0
+4lw.commands.whitelist=*
+admin.enableServer=false
+EOF
+	start_java "$dir" org.apache.zookeeper.server.ZooKeeperServerMain "$dir/zoo.cfg"
+	echo "$port" >"$dir/port"
+}
+
+start_zk_ensemble() {
+	local base=$1 i servers="" cports=() dirs=()
+	for i in 1 2 3; do
+		servers+="server.$i=127.0.0.1:$(free_port):$(free_port)"$'\n'
+		cports+=("$(free_port)")
+	done
+	for i in 1 2 3; do
+		local dir="$base/zk$i"
+		mkdir -p "$dir/data"
+		echo "$i" >"$dir/data/myid"
+		cat >"$dir/zoo.cfg" <<EOF
+tickTime=500
+initLimit=20
+syncLimit=10
+dataDir=$dir/data
+clientPort=${cports[$((i - 1))]}
+clientPortAddress=127.0.0.1
+minSessionTimeout=1000
+maxSessionTimeout=60000
+maxClientCnxns=0
+4lw.commands.whitelist=*
+admin.enableServer=false
+$servers
+EOF
+		echo "${cports[$((i - 1))]}" >"$dir/port"
+		start_java "$dir" org.apache.zookeeper.server.quorum.QuorumPeerMain "$dir/zoo.cfg"
+		dirs+=("$dir")
+	done
+}
+
+mysqld_bin() { command -v mariadbd || command -v mysqld; }
+
+start_mysql() {
+	local dir=$1 port
+	port=$(free_port)
+	mkdir -p "$dir"
+	mariadb-install-db --no-defaults --datadir="$dir/data" --auth-root-authentication-method=normal \
+		--skip-test-db --user="$(id -un)" >"$dir/install.log" 2>&1 || { cat "$dir/install.log" >&2; die "mariadb-install-db failed"; }
+	cat >"$dir/my.cnf" <<EOF
+[mysqld]
+datadir=$dir/data
+socket=$dir/mysql.sock
+pid-file=$dir/mysqld.pid
+port=$port
+bind-address=127.0.0.1
+user=$(id -un)
+skip-name-resolve
+skip-log-bin
+max_connections=1000
+innodb_buffer_pool_size=128M
+innodb_log_file_size=32M
+innodb_flush_log_at_trx_commit=2
+EOF
+	echo "$port" >"$dir/port"
+	start_mysqld "$dir"
+}
+
+# start_mysqld is also how a test restarts a stopped MariaDB on the same port and data.
+start_mysqld() {
+	local dir=$1
+	(exec setsid "$(mysqld_bin)" --defaults-file="$dir/my.cnf" >>"$dir/server.log" 2>&1 </dev/null) &
+	echo $! >"$dir/pid"
+}
+
+mysql_ok() { mariadb-admin --no-defaults -h127.0.0.1 -P"$1" -uroot ping; }
+
+cmd_start() {
+	local dir=$1 ensemble=1
+	shift
+	[ "${1:-}" = "--no-ensemble" ] && ensemble=0
+	need_packages
+	mkdir -p "$dir"
+	dir=$(cd "$dir" && pwd)
+	start_zk_standalone "$dir/zk"
+	[ $ensemble -eq 1 ] && start_zk_ensemble "$dir/ensemble"
+	start_mysql "$dir/mysql"
+
+	local zkport myport
+	zkport=$(cat "$dir/zk/port")
+	myport=$(cat "$dir/mysql/port")
+	wait_for 60 "ZooKeeper on 127.0.0.1:$zkport" zk_ok "$zkport" || { tail -20 "$dir/zk/server.log" >&2; die "ZooKeeper did not start"; }
+	wait_for 60 "MariaDB on 127.0.0.1:$myport" mysql_ok "$myport" || { tail -20 "$dir/mysql/server.log" >&2; die "MariaDB did not start"; }
+	mariadb --no-defaults -h127.0.0.1 -P"$myport" -uroot -e 'CREATE DATABASE IF NOT EXISTS zkstock'
+
+	local ens="" ensdirs=""
+	if [ $ensemble -eq 1 ]; then
+		for i in 1 2 3; do
+			local p
+			p=$(cat "$dir/ensemble/zk$i/port")
+			wait_for 90 "ensemble peer $i on 127.0.0.1:$p" zk_ok "$p" || { tail -20 "$dir/ensemble/zk$i/server.log" >&2; die "ensemble did not form"; }
+			ens+="${ens:+,}127.0.0.1:$p"
+			ensdirs+="${ensdirs:+,}$dir/ensemble/zk$i"
+		done
+	fi
+	cat >"$dir/env.sh" <<EOF
+export ZK_SERVERS=127.0.0.1:$zkport
+export ZK_DIR=$dir/zk
+export ZK_ENSEMBLE=$ens
+export ZK_ENSEMBLE_DIRS=$ensdirs
+export MYSQL_DSN='root@tcp(127.0.0.1:$myport)/zkstock?parseTime=true'
+export MYSQL_DIR=$dir/mysql
+export MYSQL_PORT=$myport
+export ZKSTOCK_SERVERS_DIR=$dir
+EOF
+	log "env in $dir/env.sh"
+}
+
+stop_pidfile() {
+	local f=$1 pid
+	[ -f "$f" ] || return 0
+	pid=$(cat "$f")
+	kill "$pid" 2>/dev/null || return 0
+	for _ in $(seq 1 50); do
+		kill -0 "$pid" 2>/dev/null || return 0
+		sleep 0.1
+	done
+	kill -9 "$pid" 2>/dev/null || true
+}
+
+cmd_stop() {
+	local dir=$1 f
+	[ -d "$dir" ] || return 0
+	while IFS= read -r f; do stop_pidfile "$f"; done < <(find "$dir" -maxdepth 3 -name pid)
+	rm -rf "$dir"
+}
+
+cmd_run() {
+	local flags=()
+	while [ $# -gt 0 ] && [ "$1" != "--" ]; do flags+=("$1"); shift; done
+	[ "${1:-}" = "--" ] && shift
+	[ $# -gt 0 ] || die "run: no command given"
+	RUN_DIR=$(mktemp -d "${TMPDIR:-/tmp}/zkstock-servers.XXXXXX")
+	trap 'cmd_stop "$RUN_DIR"' EXIT
+	trap 'exit 130' INT TERM
+	cmd_start "$RUN_DIR" "${flags[@]}"
+	# shellcheck disable=SC1091
+	. "$RUN_DIR/env.sh"
+	"$@"
+}
+
+usage() {
+	sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//' >&2
+	exit 2
+}
+
+case "${1:-}" in
+start) [ $# -ge 2 ] || usage; shift; cmd_start "$@" ;;
+stop) [ $# -eq 2 ] || usage; cmd_stop "$2" ;;
+run) shift; cmd_run "$@" ;;
+start-mysqld) [ $# -eq 2 ] || usage; start_mysqld "$2" ;;
+*) usage ;;
+esac
