@@ -87,7 +87,6 @@ func waitNodes(t testing.TB, conn *zk.Conn, path string, n int) {
 	eventually(t, 15*time.Second, "lock nodes to number "+strconv.Itoa(n), func() bool { return len(lockNodes(t, conn, path)) == n })
 }
 
-
 func ctxTimeout(t testing.TB, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
