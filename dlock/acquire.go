@@ -34,7 +34,9 @@ func (c *Client) acquire(ctx context.Context, dir string, k kind, try bool) (*Le
 		if err != nil {
 			return nil, fmt.Errorf("dlock: lock %s: %w", dir, err)
 		}
-		lease, err := c.waitTurn(ctx, n, try)
+		watching := make(chan error, 1)
+		go func() { watching <- c.watchOwn(ctx, n) }()
+		lease, err := c.waitTurn(ctx, n, try, watching)
 		switch {
 		case errors.Is(err, errRequeue):
 			c.log.Info("lock node vanished while waiting; queueing again", "node", n.path)
@@ -49,11 +51,11 @@ func (c *Client) acquire(ctx context.Context, dir string, k kind, try bool) (*Le
 	}
 }
 
-// waitTurn waits until no node ahead of n blocks it. It reads the queue once and then walks it
-// backwards: a waiter watches only the nearest blocker, and when that one is deleted it checks the
-// next one down instead of reading the queue again. This is sound because sequence numbers only
-// grow: the set of nodes ahead of n can shrink but never gain a member.
-func (c *Client) waitTurn(ctx context.Context, n *ownNode, try bool) (*Lease, error) {
+// waitTurn waits until no node ahead of n blocks it, watching only the nearest blocker. Sequence
+// numbers only grow, so the set of nodes ahead of n can shrink but never gain a member: when the
+// watched node was the last blocker n knew of, n holds the lock without reading the queue again.
+// watching delivers the result of watchOwn, which runs beside the first read of the queue.
+func (c *Client) waitTurn(ctx context.Context, n *ownNode, try bool, watching <-chan error) (*Lease, error) {
 	var ahead []lockNode
 	readQueue := true
 	for {
@@ -70,23 +72,34 @@ func (c *Client) waitTurn(ctx context.Context, n *ownNode, try bool) (*Lease, er
 			ahead = blockers(queue, n.node)
 			readQueue = false
 		}
+		if watching != nil {
+			err := <-watching
+			watching = nil
+			if errors.Is(err, zk.ErrNoNode) {
+				return nil, errRequeue
+			}
+			if err != nil {
+				c.discard(ctx, n.path, n.owner)
+				return nil, err
+			}
+		}
 		if try && len(ahead) > 0 {
 			c.discard(ctx, n.path, n.owner)
 			return nil, ErrLocked
 		}
 
 		var wake <-chan zk.Event
-		for wake == nil && len(ahead) > 0 {
+		if len(ahead) > 0 {
 			ch, err := c.getW(ctx, n.dir+"/"+ahead[len(ahead)-1].name)
 			switch {
 			case errors.Is(err, zk.ErrNoNode):
-				ahead = ahead[:len(ahead)-1]
+				readQueue = popBlocker(&ahead)
+				continue
 			case err != nil:
 				c.discard(ctx, n.path, n.owner)
 				return nil, err
-			default:
-				wake = ch
 			}
+			wake = ch
 		}
 		if wake == nil {
 			lease, err := c.grant(n)
@@ -101,7 +114,7 @@ func (c *Client) waitTurn(ctx context.Context, n *ownNode, try bool) (*Lease, er
 		case ev := <-wake:
 			c.stats.watchEvents.Add(1)
 			if ev.Type == zk.EventNodeDeleted {
-				ahead = ahead[:len(ahead)-1]
+				readQueue = popBlocker(&ahead)
 			} else {
 				readQueue = true
 			}
@@ -128,6 +141,14 @@ func (c *Client) waitTurn(ctx context.Context, n *ownNode, try bool) (*Lease, er
 			return nil, ErrClosed
 		}
 	}
+}
+
+// popBlocker drops the nearest blocker, which is gone, and says whether the queue must be read
+// again. With one blocker left, watching it costs the same one request as reading the queue and
+// may save the next; with more, which of them are still there is best learnt in one read.
+func popBlocker(ahead *[]lockNode) (readQueue bool) {
+	*ahead = (*ahead)[:len(*ahead)-1]
+	return len(*ahead) > 1
 }
 
 var errNoSession = errors.New("no trusted session")

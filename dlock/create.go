@@ -57,11 +57,12 @@ func (c *Client) createNode(ctx context.Context, dir string, k kind) (*ownNode, 
 		default:
 			return nil, fmt.Errorf("create lock node: %w", err)
 		}
-		n, err := c.watchOwn(ctx, dir, name, owner)
-		if errors.Is(err, zk.ErrNoNode) {
-			continue // it went with its session already; queue again
+		node, ok := parseNode(path.Base(name))
+		if !ok {
+			c.discard(ctx, name, owner)
+			return nil, fmt.Errorf("dlock: created node %q has an unexpected name", name)
 		}
-		return n, err
+		return &ownNode{dir: dir, path: name, node: node, owner: owner}, nil
 	}
 }
 
@@ -134,21 +135,15 @@ func (c *Client) findProtected(ctx context.Context, dir, guid string) (string, i
 	return "", 0, nil
 }
 
-// watchOwn reads the new node's czxid (the fencing token) and watches it, so that a waiter or a
-// holder learns at once when the node is deleted.
-func (c *Client) watchOwn(ctx context.Context, dir, p string, owner int64) (*ownNode, error) {
-	node, ok := parseNode(path.Base(p))
-	if !ok {
-		return nil, fmt.Errorf("dlock: created node %q has an unexpected name", p)
-	}
-	w, err := c.existsW(ctx, p)
+// watchOwn reads the node's czxid (the fencing token) and watches it, so that a waiter or a
+// holder learns at once when the node is deleted. It runs beside the first read of the queue.
+func (c *Client) watchOwn(ctx context.Context, n *ownNode) error {
+	w, err := c.existsW(ctx, n.path)
 	if err != nil {
-		if !errors.Is(err, zk.ErrNoNode) {
-			c.discard(ctx, p, owner)
-		}
-		return nil, err
+		return err
 	}
-	return &ownNode{dir: dir, path: p, node: node, owner: w.stat.EphemeralOwner, token: w.stat.Czxid, watch: w.ch}, nil
+	n.token, n.watch = w.stat.Czxid, w.ch
+	return nil
 }
 
 // ensureParents creates the lock path as container nodes, which ZooKeeper deletes once they
