@@ -400,3 +400,38 @@ func TestInvalidLockPath(t *testing.T) {
 		}
 	}
 }
+
+func TestQueueShowsHolderAndWaiters(t *testing.T) {
+	servers := testenv.ZKServers(t)
+	path := testenv.UniquePath(t)
+	a := connect(t, servers, dlock.WithOwner("replica-a"))
+	b := connect(t, servers, dlock.WithOwner("replica-b"))
+	if q, err := a.Queue(ctxTimeout(t, 5*time.Second), path); err != nil || len(q) != 0 {
+		t.Fatalf("queue of an unused lock: %v, %v", q, err)
+	}
+	held, err := dlock.NewMutex(a, path).Lock(ctxTimeout(t, 5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		l, err := dlock.NewMutex(b, path).Lock(ctxTimeout(t, 30*time.Second))
+		if err != nil {
+			t.Errorf("lock: %v", err)
+			return
+		}
+		mustUnlock(t, l)
+	}()
+	waitNodes(t, rawConn(t), path, 2)
+	q, err := b.Queue(ctxTimeout(t, 5*time.Second), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(q) != 2 || !q[0].Holder || q[1].Holder || q[0].Owner != "replica-a" || q[1].Owner != "replica-b" ||
+		q[0].Token != held.Token() || q[1].Token <= q[0].Token || q[1].Seq <= q[0].Seq {
+		t.Fatalf("queue %+v", q)
+	}
+	mustUnlock(t, held)
+	<-done
+}

@@ -1,0 +1,59 @@
+package dlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// QueueEntry is one lock node as ZooKeeper holds it now.
+type QueueEntry struct {
+	Node   string `json:"node"`   // node name under the lock path
+	Kind   string `json:"kind"`   // "lock", "read" or "write"
+	Seq    int64  `json:"seq"`    // sequence number: the queue order
+	Owner  string `json:"owner"`  // the owning client's WithOwner name
+	Token  int64  `json:"token"`  // czxid: the fencing token the holding has or will have
+	Holder bool   `json:"holder"` // holds the lock now (false: waiting)
+}
+
+// Queue reads the lock queue at path, in order: who holds the lock and who waits. It is a snapshot
+// for people and dashboards, not something to decide on; nodes may come and go while it is read.
+func (c *Client) Queue(ctx context.Context, path string) ([]QueueEntry, error) {
+	if err := validateLockPath(path); err != nil {
+		return nil, err
+	}
+	kids, err := c.children(ctx, path)
+	if errors.Is(err, zk.ErrNoNode) {
+		return []QueueEntry{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("dlock: queue %s: %w", path, err)
+	}
+	queue := parseQueue(kids)
+	out := make([]QueueEntry, 0, len(queue))
+	for _, n := range queue {
+		node, err := retry(ctx, c, func() (getResult, error) {
+			c.stats.gets.Add(1)
+			d, st, err := c.conn.Get(path + "/" + n.name)
+			return getResult{d, st}, err
+		})
+		if errors.Is(err, zk.ErrNoNode) {
+			continue // released while we read
+		}
+		if err != nil {
+			return nil, fmt.Errorf("dlock: queue %s: %w", path, err)
+		}
+		out = append(out, QueueEntry{
+			Node: n.name, Kind: string(n.kind), Seq: n.seq, Owner: string(node.data), Token: node.stat.Czxid,
+			Holder: len(blockers(queue, n)) == 0,
+		})
+	}
+	return out, nil
+}
+
+type getResult struct {
+	data []byte
+	stat *zk.Stat
+}
