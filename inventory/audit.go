@@ -1,0 +1,48 @@
+package inventory
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"gorm.io/gorm"
+)
+
+var errNoRows = sql.ErrNoRows
+
+// Audit is what the tables say about one SKU after a run.
+type Audit struct {
+	SKU          string `json:"sku"`
+	InitialStock int64  `json:"initial_stock"`
+	Stock        int64  `json:"stock"`
+	Orders       int64  `json:"orders"`
+	UnitsSold    int64  `json:"units_sold"`
+	// Oversold is units sold beyond the initial stock.
+	Oversold int64 `json:"oversold"`
+	// LostUpdates is units sold minus units deducted from stock: deductions that a concurrent
+	// read-modify-write overwrote.
+	LostUpdates int64 `json:"lost_updates"`
+}
+
+// Audit reads a SKU's stock and orders in one consistent snapshot.
+func (s *Store) Audit(ctx context.Context, sku string) (Audit, error) {
+	a := Audit{SKU: sku}
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var p Product
+		if err := tx.Where("sku = ?", sku).Take(&p).Error; err != nil {
+			return err
+		}
+		a.InitialStock, a.Stock = p.InitialStock, p.Stock
+		return tx.Raw("SELECT COUNT(*), COALESCE(SUM(qty), 0) FROM orders WHERE sku = ?", sku).Row().Scan(&a.Orders, &a.UnitsSold)
+	}, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return Audit{}, ErrUnknownSKU
+	}
+	if err != nil {
+		return Audit{}, fmt.Errorf("inventory: audit %s: %w", sku, err)
+	}
+	a.Oversold = max(0, a.UnitsSold-a.InitialStock)
+	a.LostUpdates = a.UnitsSold - (a.InitialStock - a.Stock)
+	return a, nil
+}

@@ -1,0 +1,15 @@
+package inventory
+
+import "errors"
+
+var (
+	// ErrUnknownSKU: no such product.
+	ErrUnknownSKU = errors.New("inventory: unknown SKU")
+	// ErrOutOfStock: fewer units left than asked for; nothing was changed.
+	ErrOutOfStock = errors.New("inventory: out of stock")
+	// ErrStaleToken: a deduction with a higher fencing token has already been written, so the
+	// caller's lock is no longer the newest; nothing was changed.
+	ErrStaleToken = errors.New("inventory: stale fencing token")
+	// ErrKeyReused: the idempotency key belongs to an order for another SKU or quantity.
+	ErrKeyReused = errors.New("inventory: idempotency key used for a different purchase")
+)

@@ -1,0 +1,160 @@
+package inventory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	gormmysql "gorm.io/driver/mysql"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+)
+
+// Store is the products and orders tables behind one connection pool.
+type Store struct {
+	db *gorm.DB
+}
+
+// PoolOptions size the connection pool.
+type PoolOptions struct {
+	MaxOpen int // default 50
+	MaxIdle int // default 50
+}
+
+// Open connects to the database at dsn (go-sql-driver syntax). It turns on clientFoundRows, so
+// that an UPDATE reports the rows it matched even when a value did not change (the fence claim
+// relies on it), and parseTime.
+func Open(ctx context.Context, dsn string, pool PoolOptions) (*Store, error) {
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("inventory: parse MYSQL_DSN: %w", err)
+	}
+	cfg.ClientFoundRows = true
+	cfg.ParseTime = true
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 5 * time.Second
+	}
+	db, err := gorm.Open(gormmysql.Open(cfg.FormatDSN()), &gorm.Config{
+		Logger:                 logger.Discard,
+		SkipDefaultTransaction: true,
+		TranslateError:         true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("inventory: open %s: %w", cfg.Addr, err)
+	}
+	sqlDB, err := db.DB()
+	if err != nil {
+		return nil, fmt.Errorf("inventory: pool: %w", err)
+	}
+	if pool.MaxOpen == 0 {
+		pool.MaxOpen = 50
+	}
+	if pool.MaxIdle == 0 {
+		pool.MaxIdle = pool.MaxOpen
+	}
+	sqlDB.SetMaxOpenConns(pool.MaxOpen)
+	sqlDB.SetMaxIdleConns(pool.MaxIdle)
+	sqlDB.SetConnMaxLifetime(30 * time.Minute)
+	s := &Store{db: db}
+	if err := s.Ping(ctx); err != nil {
+		_ = s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Migrate creates or updates the tables.
+func (s *Store) Migrate(ctx context.Context) error {
+	if err := s.db.WithContext(ctx).AutoMigrate(&Product{}, &Order{}); err != nil {
+		return fmt.Errorf("inventory: migrate: %w", err)
+	}
+	return nil
+}
+
+// Ping checks that the database answers.
+func (s *Store) Ping(ctx context.Context) error {
+	sqlDB, err := s.db.DB()
+	if err != nil {
+		return fmt.Errorf("inventory: ping: %w", err)
+	}
+	if err := sqlDB.PingContext(ctx); err != nil {
+		return fmt.Errorf("inventory: ping: %w", err)
+	}
+	return nil
+}
+
+// Close closes the pool.
+func (s *Store) Close() error {
+	sqlDB, err := s.db.DB()
+	if err != nil {
+		return fmt.Errorf("inventory: close: %w", err)
+	}
+	if err := sqlDB.Close(); err != nil {
+		return fmt.Errorf("inventory: close: %w", err)
+	}
+	return nil
+}
+
+// Reset creates the product or sets its stock and initial stock to stock, and deletes its
+// orders, in one transaction. The fence token is kept: tokens only grow, and a holder still in
+// flight from before the reset must stay fenced off.
+func (s *Store) Reset(ctx context.Context, sku string, stock int64) (Product, error) {
+	var p Product
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		now := time.Now().UTC()
+		if err := tx.Exec(`INSERT INTO products (sku, stock, initial_stock, fence_token, updated_at) VALUES (?, ?, ?, 0, ?)
+			ON DUPLICATE KEY UPDATE stock = VALUES(stock), initial_stock = VALUES(initial_stock), updated_at = VALUES(updated_at)`,
+			sku, stock, stock, now).Error; err != nil {
+			return err
+		}
+		if err := tx.Where("sku = ?", sku).Delete(&Order{}).Error; err != nil {
+			return err
+		}
+		return tx.Where("sku = ?", sku).Take(&p).Error
+	})
+	if err != nil {
+		return Product{}, fmt.Errorf("inventory: reset %s: %w", sku, err)
+	}
+	return p, nil
+}
+
+// Product reads one product.
+func (s *Store) Product(ctx context.Context, sku string) (Product, error) {
+	var p Product
+	err := s.db.WithContext(ctx).Where("sku = ?", sku).Take(&p).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return Product{}, ErrUnknownSKU
+	}
+	if err != nil {
+		return Product{}, fmt.Errorf("inventory: read %s: %w", sku, err)
+	}
+	return p, nil
+}
+
+// OrderByRequestID finds the order recorded under an idempotency key.
+func (s *Store) OrderByRequestID(ctx context.Context, requestID string) (Order, bool, error) {
+	return orderByRequestID(s.db.WithContext(ctx), requestID)
+}
+
+func orderByRequestID(db *gorm.DB, requestID string) (Order, bool, error) {
+	var o Order
+	err := db.Where("request_id = ?", requestID).Take(&o).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return Order{}, false, nil
+	}
+	if err != nil {
+		return Order{}, false, fmt.Errorf("inventory: look up request %q: %w", requestID, err)
+	}
+	return o, true, nil
+}
+
+// Orders lists a SKU's orders in id order.
+func (s *Store) Orders(ctx context.Context, sku string) ([]Order, error) {
+	var os []Order
+	if err := s.db.WithContext(ctx).Where("sku = ?", sku).Order("id").Find(&os).Error; err != nil {
+		return nil, fmt.Errorf("inventory: orders of %s: %w", sku, err)
+	}
+	return os, nil
+}
