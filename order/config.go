@@ -1,0 +1,125 @@
+// Package order is the order service: a Gin HTTP API that sells stock kept by package inventory,
+// each SKU's deduction serialized by a dlock fair lock in ZooKeeper.
+package order
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+)
+
+// LockMode is how purchases are coordinated between replicas.
+type LockMode string
+
+const (
+	ModeZK         LockMode = "zk"          // fair ZooKeeper lock + fenced deduction (default)
+	ModeZKUnfenced LockMode = "zk-unfenced" // the lock alone
+	ModeNone       LockMode = "none"        // no lock: the unsafe read-modify-write that oversells
+)
+
+// LockModes lists the modes in the order the docs show them.
+var LockModes = []LockMode{ModeZK, ModeZKUnfenced, ModeNone}
+
+// ParseLockMode accepts one of LockModes.
+func ParseLockMode(s string) (LockMode, error) {
+	for _, m := range LockModes {
+		if string(m) == s {
+			return m, nil
+		}
+	}
+	return "", fmt.Errorf("unknown lock mode %q (want one of %s)", s, joinModes())
+}
+
+func joinModes() string {
+	parts := make([]string, len(LockModes))
+	for i, m := range LockModes {
+		parts[i] = string(m)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// Config is the service's configuration; every field has an environment variable and a flag.
+type Config struct {
+	HTTPAddr         string
+	ReplicaID        string
+	ZKServers        []string
+	ZKSessionTimeout time.Duration
+	MySQLDSN         string
+	LockMode         LockMode
+	LockTimeout      time.Duration
+	WorkDelay        time.Duration
+	AdminToken       string
+	LogLevel         slog.Level
+}
+
+// LoadConfig reads flags, falling back to the environment, then to the defaults. A bad value is
+// an error that names the variable; -h prints the usage to out.
+func LoadConfig(args []string, getenv func(string) string, out io.Writer) (Config, error) {
+	host, _ := os.Hostname()
+	fs := flag.NewFlagSet("orderd", flag.ContinueOnError)
+	fs.SetOutput(out)
+	env := func(name, def string) string {
+		if v := getenv(name); v != "" {
+			return v
+		}
+		return def
+	}
+	var (
+		httpAddr    = fs.String("http-addr", env("HTTP_ADDR", ":8080"), "listen address (HTTP_ADDR)")
+		replica     = fs.String("replica-id", env("REPLICA_ID", host), "this replica's name in orders, logs and lock nodes (REPLICA_ID)")
+		zkServers   = fs.String("zk-servers", env("ZK_SERVERS", "127.0.0.1:2181"), "comma-separated ZooKeeper servers (ZK_SERVERS)")
+		zkSession   = fs.String("zk-session-timeout", env("ZK_SESSION_TIMEOUT", "10s"), "ZooKeeper session timeout (ZK_SESSION_TIMEOUT)")
+		dsn         = fs.String("mysql-dsn", env("MYSQL_DSN", "root@tcp(127.0.0.1:3306)/zkstock?parseTime=true"), "database (MYSQL_DSN)")
+		lockMode    = fs.String("lock-mode", env("LOCK_MODE", string(ModeZK)), "zk, zk-unfenced or none (LOCK_MODE)")
+		lockTimeout = fs.String("lock-timeout", env("LOCK_TIMEOUT", "5s"), "longest wait for a lock before 503 (LOCK_TIMEOUT)")
+		workDelay   = fs.String("work-delay", env("WORK_DELAY", "0"), "simulated work inside the critical section (WORK_DELAY)")
+		adminToken  = fs.String("admin-token", env("ADMIN_TOKEN", ""), "bearer token for /admin; empty disables it (ADMIN_TOKEN)")
+		logLevel    = fs.String("log-level", env("LOG_LEVEL", "info"), "debug, info, warn or error (LOG_LEVEL)")
+	)
+	if err := fs.Parse(args); err != nil {
+		return Config{}, err
+	}
+	if fs.NArg() > 0 {
+		return Config{}, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	cfg := Config{HTTPAddr: *httpAddr, ReplicaID: *replica, MySQLDSN: *dsn, AdminToken: *adminToken}
+	var err error
+	if cfg.LockMode, err = ParseLockMode(*lockMode); err != nil {
+		return Config{}, fmt.Errorf("LOCK_MODE: %w", err)
+	}
+	for _, d := range []struct {
+		name string
+		val  string
+		dst  *time.Duration
+		min  time.Duration
+	}{
+		{"ZK_SESSION_TIMEOUT", *zkSession, &cfg.ZKSessionTimeout, time.Second},
+		{"LOCK_TIMEOUT", *lockTimeout, &cfg.LockTimeout, time.Millisecond},
+		{"WORK_DELAY", *workDelay, &cfg.WorkDelay, 0},
+	} {
+		v, err := time.ParseDuration(d.val)
+		if err != nil || v < d.min {
+			return Config{}, fmt.Errorf("%s: %q is not a duration of at least %v", d.name, d.val, d.min)
+		}
+		*d.dst = v
+	}
+	for _, s := range strings.Split(*zkServers, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			cfg.ZKServers = append(cfg.ZKServers, s)
+		}
+	}
+	if len(cfg.ZKServers) == 0 {
+		return Config{}, fmt.Errorf("ZK_SERVERS: no servers given")
+	}
+	if !skuPattern.MatchString(cfg.ReplicaID) {
+		return Config{}, fmt.Errorf("REPLICA_ID: %q must match %s", cfg.ReplicaID, skuPattern)
+	}
+	if err := cfg.LogLevel.UnmarshalText([]byte(*logLevel)); err != nil {
+		return Config{}, fmt.Errorf("LOG_LEVEL: %w", err)
+	}
+	return cfg, nil
+}

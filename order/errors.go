@@ -1,0 +1,32 @@
+package order
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+)
+
+// apiError is every error the API answers: {"error": "human readable", "code": "machine_code"}.
+type apiError struct {
+	Status  int    `json:"-"`
+	Message string `json:"error"`
+	Code    string `json:"code"`
+}
+
+func (e *apiError) Error() string { return e.Code + ": " + e.Message }
+
+func newError(status int, code, msg string) *apiError {
+	return &apiError{Status: status, Code: code, Message: msg}
+}
+
+func badRequest(msg string) *apiError {
+	return newError(http.StatusBadRequest, "invalid_request", msg)
+}
+
+// errLockLost aborts a deduction whose lease was lost before commit.
+var errLockLost = errors.New("lock lost before commit")
+
+func abortWith(c *gin.Context, e *apiError) {
+	c.AbortWithStatusJSON(e.Status, e)
+}

@@ -1,0 +1,70 @@
+package order
+
+import (
+	"fmt"
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/zkstock/zkstock/dlock"
+)
+
+type metrics struct {
+	orders   *prometheus.CounterVec
+	lockWait prometheus.Histogram
+	lockHold prometheus.Histogram
+	stock    *prometheus.GaugeVec
+}
+
+var lockBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
+
+func newMetrics(reg *prometheus.Registry, locks *dlock.Client) (*metrics, error) {
+	m := &metrics{
+		orders: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "zkstock_orders_total", Help: "Purchase requests by result (created, replayed, or the error code).",
+		}, []string{"result"}),
+		lockWait: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "zkstock_lock_wait_seconds", Help: "Time spent waiting for a SKU lock.", Buckets: lockBuckets,
+		}),
+		lockHold: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "zkstock_lock_hold_seconds", Help: "Time a SKU lock was held, release included.", Buckets: lockBuckets,
+		}),
+		stock: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "zkstock_stock", Help: "Stock left as this replica last saw it.",
+		}, []string{"sku"}),
+	}
+	for _, c := range []prometheus.Collector{m.orders, m.lockWait, m.lockHold, m.stock, zkCollector{locks},
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("order: register metrics: %w", err)
+		}
+	}
+	return m, nil
+}
+
+func (s *Server) metricsHandler() http.Handler {
+	return promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{})
+}
+
+// zkCollector exports the lock client's own counters at scrape time.
+type zkCollector struct{ locks *dlock.Client }
+
+var (
+	zkWatchDesc = prometheus.NewDesc("zkstock_zk_watch_events_total", "Watch notifications received by lock waiters.", nil, nil)
+	zkOpsDesc   = prometheus.NewDesc("zkstock_zk_ops_total", "ZooKeeper operations issued by the lock client.", []string{"op"}, nil)
+)
+
+func (z zkCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- zkWatchDesc
+	ch <- zkOpsDesc
+}
+
+func (z zkCollector) Collect(ch chan<- prometheus.Metric) {
+	st := z.locks.Stats()
+	ch <- prometheus.MustNewConstMetric(zkWatchDesc, prometheus.CounterValue, float64(st.WatchEvents))
+	for op, n := range map[string]int64{"create": st.Creates, "delete": st.Deletes, "children": st.ChildrenCalls, "exists": st.ExistsCalls, "get": st.GetCalls} {
+		ch <- prometheus.MustNewConstMetric(zkOpsDesc, prometheus.CounterValue, float64(n), op)
+	}
+}

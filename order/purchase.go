@@ -1,0 +1,247 @@
+package order
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/zkstock/zkstock/dlock"
+	"github.com/zkstock/zkstock/inventory"
+)
+
+type purchaseRequest struct {
+	SKU *string `json:"sku"`
+	Qty *int64  `json:"qty"`
+}
+
+type purchaseResponse struct {
+	Order     inventory.Order `json:"order"`
+	Remaining int64           `json:"remaining"`
+	Replayed  bool            `json:"replayed"`
+	Replica   string          `json:"replica"`
+	Mode      LockMode        `json:"mode"`
+}
+
+// purchase is POST /v1/orders. Validation comes first, before any lock is taken.
+func (s *Server) purchase(c *gin.Context) {
+	p, apiErr := s.parsePurchase(c)
+	if apiErr != nil {
+		s.metrics.orders.WithLabelValues("invalid_request").Inc()
+		abortWith(c, apiErr)
+		return
+	}
+	mode := s.Mode()
+	log := s.log.With("sku", p.SKU, "mode", mode, "request_id", p.RequestID)
+	res, err := s.sell(c.Request.Context(), p, mode, log)
+	if err != nil {
+		e := purchaseError(err)
+		s.metrics.orders.WithLabelValues(e.Code).Inc()
+		if e.Status >= 500 {
+			log.Warn("purchase failed", "code", e.Code, "err", err)
+		}
+		abortWith(c, e)
+		return
+	}
+	status, result := http.StatusCreated, "created"
+	if res.Replayed {
+		status, result = http.StatusOK, "replayed"
+	}
+	s.metrics.orders.WithLabelValues(result).Inc()
+	s.metrics.stock.WithLabelValues(p.SKU).Set(float64(res.Remaining))
+	log.Info("purchase", "result", result, "order", res.Order.ID, "token", res.Order.FenceToken, "remaining", res.Remaining)
+	c.JSON(status, purchaseResponse{Order: res.Order, Remaining: res.Remaining, Replayed: res.Replayed, Replica: s.cfg.ReplicaID, Mode: mode})
+}
+
+func (s *Server) parsePurchase(c *gin.Context) (inventory.Purchase, *apiError) {
+	if e := requireJSON(c); e != nil {
+		return inventory.Purchase{}, e
+	}
+	var req purchaseRequest
+	if e := decodeJSON(c, &req); e != nil {
+		return inventory.Purchase{}, e
+	}
+	switch {
+	case req.SKU == nil:
+		return inventory.Purchase{}, badRequest("sku is required")
+	case req.Qty == nil:
+		return inventory.Purchase{}, badRequest("qty is required")
+	case *req.Qty < 1 || *req.Qty > MaxQty:
+		return inventory.Purchase{}, badRequest(fmt.Sprintf("qty must be a whole number from 1 to %d", MaxQty))
+	}
+	if e := validSKU(*req.SKU); e != nil {
+		return inventory.Purchase{}, e
+	}
+	key := c.GetHeader("Idempotency-Key")
+	if len(key) > 128 || !printableASCII(key) {
+		return inventory.Purchase{}, badRequest("Idempotency-Key must be at most 128 printable ASCII characters")
+	}
+	return inventory.Purchase{SKU: *req.SKU, Qty: *req.Qty, RequestID: key, Replica: s.cfg.ReplicaID}, nil
+}
+
+// sell runs the deduction in the given mode. In the lock modes the lock spans the whole
+// transaction: taken before the first read, released only after commit or rollback, on every
+// path including a panic, with a context the caller cannot cancel.
+func (s *Server) sell(ctx context.Context, p inventory.Purchase, mode LockMode, log *slog.Logger) (inventory.Result, error) {
+	if p.RequestID != "" {
+		// A retry of a finished purchase needs no lock: answer it from the orders table.
+		if o, found, err := s.store.OrderByRequestID(ctx, p.RequestID); err == nil && found && o.SKU == p.SKU && o.Qty == p.Qty {
+			if prod, err := s.store.Product(ctx, p.SKU); err == nil {
+				return inventory.Result{Order: o, Remaining: prod.Stock, Replayed: true}, nil
+			}
+		}
+	}
+	if mode == ModeNone {
+		return s.store.Deduct(ctx, p, inventory.Unsafe, inventory.Hooks{Work: s.work(nil)})
+	}
+
+	waitStart := time.Now()
+	lockCtx, cancel := context.WithTimeout(ctx, s.cfg.LockTimeout)
+	lease, err := dlock.NewMutex(s.locks, lockPath(p.SKU)).Lock(lockCtx)
+	cancel()
+	s.metrics.lockWait.Observe(time.Since(waitStart).Seconds())
+	if err != nil {
+		return inventory.Result{}, fmt.Errorf("%w: %w", errLockUnavailable, err)
+	}
+	heldSince := time.Now()
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		defer cancel()
+		if err := lease.Unlock(rctx); err != nil {
+			log.Warn("lock release", "err", err, "token", lease.Token())
+		}
+		s.metrics.lockHold.Observe(time.Since(heldSince).Seconds())
+	}()
+
+	p.Token = lease.Token()
+	invMode := inventory.Fenced
+	if mode == ModeZKUnfenced {
+		invMode = inventory.Unfenced
+	}
+	return s.store.Deduct(ctx, p, invMode, inventory.Hooks{
+		Work: s.work(lease),
+		BeforeCommit: func() error {
+			select {
+			case <-lease.Lost():
+				return errLockLost
+			default:
+				return nil
+			}
+		},
+	})
+}
+
+// work is the simulated work inside the critical section (WORK_DELAY); it stops early when the
+// lease is lost, as a real critical section must.
+func (s *Server) work(lease *dlock.Lease) func(context.Context) error {
+	return func(ctx context.Context) error {
+		var lost <-chan struct{}
+		if lease != nil {
+			lost = lease.Lost()
+		}
+		if s.cfg.WorkDelay <= 0 {
+			select {
+			case <-lost:
+				return errLockLost
+			default:
+				return nil
+			}
+		}
+		t := time.NewTimer(s.cfg.WorkDelay)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			return nil
+		case <-lost:
+			return errLockLost
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+var errLockUnavailable = errors.New("lock not acquired")
+
+// purchaseError maps a failed sale to its HTTP answer.
+func purchaseError(err error) *apiError {
+	switch {
+	case errors.Is(err, inventory.ErrOutOfStock):
+		return newError(http.StatusConflict, "out_of_stock", "not enough stock left")
+	case errors.Is(err, inventory.ErrUnknownSKU):
+		return newError(http.StatusNotFound, "unknown_sku", "no such product")
+	case errors.Is(err, inventory.ErrKeyReused):
+		return newError(http.StatusUnprocessableEntity, "idempotency_key_reused", "this Idempotency-Key was used for a different purchase")
+	case errors.Is(err, inventory.ErrStaleToken):
+		return newError(http.StatusServiceUnavailable, "stale_token", "a newer lock holder has written this product; retry")
+	case errors.Is(err, errLockLost), errors.Is(err, dlock.ErrLost):
+		return newError(http.StatusServiceUnavailable, "lock_lost", "the lock was lost before commit; nothing was sold; retry")
+	case errors.Is(err, errLockUnavailable):
+		return newError(http.StatusServiceUnavailable, "lock_unavailable", "the product's lock could not be taken in time; retry")
+	case errors.Is(err, context.Canceled):
+		return newError(499, "client_closed", "the client went away; nothing was sold")
+	default:
+		return newError(http.StatusServiceUnavailable, "storage_unavailable", "the database did not complete the purchase; nothing was sold; retry")
+	}
+}
+
+func requireJSON(c *gin.Context) *apiError {
+	mt, _, err := mime.ParseMediaType(c.GetHeader("Content-Type"))
+	if err != nil || mt != "application/json" {
+		return newError(http.StatusUnsupportedMediaType, "unsupported_media_type", "Content-Type must be application/json")
+	}
+	return nil
+}
+
+// decodeJSON reads exactly one JSON object with no unknown fields.
+func decodeJSON(c *gin.Context, dst any) *apiError {
+	dec := json.NewDecoder(c.Request.Body)
+	dec.DisallowUnknownFields()
+	err := dec.Decode(dst)
+	if err == nil {
+		if _, extra := dec.Token(); extra != io.EOF {
+			return badRequest("body must hold a single JSON object")
+		}
+		return nil
+	}
+	var tooBig *http.MaxBytesError
+	var typeErr *json.UnmarshalTypeError
+	var syntaxErr *json.SyntaxError
+	switch {
+	case errors.As(err, &tooBig):
+		return newError(http.StatusRequestEntityTooLarge, "body_too_large", fmt.Sprintf("body larger than %d bytes", maxBodyBytes))
+	case errors.Is(err, io.EOF):
+		return badRequest("body is empty; send a JSON object")
+	case errors.As(err, &typeErr):
+		return badRequest(fmt.Sprintf("field %q must be %s", typeErr.Field, jsonKind(typeErr.Type.String())))
+	case errors.As(err, &syntaxErr), errors.Is(err, io.ErrUnexpectedEOF):
+		return badRequest("body is not valid JSON")
+	default:
+		return badRequest("bad request body: " + err.Error())
+	}
+}
+
+func jsonKind(goType string) string {
+	switch goType {
+	case "int64", "int":
+		return "a whole number"
+	case "string":
+		return "a string"
+	}
+	return "of type " + goType
+}
+
+func printableASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x21 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,221 @@
+package order_test
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/zkstock/zkstock/internal/testenv"
+	"github.com/zkstock/zkstock/order"
+)
+
+// fire sends n purchases of qty 1 round-robin across the replicas, all at once, and counts the
+// answers by status.
+func fire(t *testing.T, rs []*replica, sku string, n int) map[int]int {
+	t.Helper()
+	var mu sync.Mutex
+	counts := map[int]int{}
+	codes := map[string]int{}
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			rep := buy(t, rs[i%len(rs)], sku, 1, "")
+			mu.Lock()
+			counts[rep.status]++
+			codes[rep.code()]++
+			mu.Unlock()
+		}(i)
+	}
+	wg.Wait()
+	t.Logf("answers by status %v, by code %v", counts, codes)
+	return counts
+}
+
+func TestLockOffOversells(t *testing.T) {
+	rs := newCluster(t, 3, clusterOpts{mode: order.ModeNone, workDelay: 5 * time.Millisecond})
+	sku := "DEMO-none"
+	resetStock(t, rs[0], sku, 20)
+	counts := fire(t, rs, sku, 200)
+	a := auditOf(t, rs[0], sku)
+	t.Logf("audit %+v", a)
+	if a.Oversold == 0 && a.LostUpdates == 0 {
+		t.Fatalf("mode none did not oversell or lose an update: %+v (the demonstration is broken)", a)
+	}
+	if counts[201] != int(a.Orders) {
+		t.Fatalf("%d answers 201 but %d orders recorded", counts[201], a.Orders)
+	}
+}
+
+func TestLockOnIsExact(t *testing.T) {
+	for _, mode := range []order.LockMode{order.ModeZK, order.ModeZKUnfenced} {
+		t.Run(string(mode), func(t *testing.T) {
+			rs := newCluster(t, 3, clusterOpts{mode: mode, workDelay: 5 * time.Millisecond})
+			sku := "DEMO-" + string(mode)
+			resetStock(t, rs[0], sku, 20)
+			counts := fire(t, rs, sku, 200)
+			if counts[201] != 20 || counts[409] != 180 || len(counts) != 2 {
+				t.Fatalf("answers %v: want 20 × 201 and 180 × 409 out_of_stock", counts)
+			}
+			a := auditOf(t, rs[0], sku)
+			if a.Orders != 20 || a.Stock != 0 || a.Oversold != 0 || a.LostUpdates != 0 || a.UnitsSold != 20 {
+				t.Fatalf("audit %+v", a)
+			}
+			var acquisitions int64
+			for _, r := range rs {
+				acquisitions += r.locks.Stats().Acquisitions
+			}
+			if acquisitions != 200 {
+				t.Fatalf("%d lock acquisitions for 200 purchases", acquisitions)
+			}
+		})
+	}
+}
+
+func TestIdempotencyKeyAcrossReplicas(t *testing.T) {
+	rs := newCluster(t, 3, clusterOpts{workDelay: 20 * time.Millisecond})
+	sku := "SKU-idem"
+	resetStock(t, rs[0], sku, 10)
+	const perReplica = 4
+	var wg sync.WaitGroup
+	replies := make(chan reply, perReplica*len(rs))
+	for i := 0; i < perReplica*len(rs); i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			replies <- buy(t, rs[i%len(rs)], sku, 2, "order-key-42")
+		}(i)
+	}
+	wg.Wait()
+	close(replies)
+	created, ids := 0, map[int64]bool{}
+	for r := range replies {
+		switch r.status {
+		case 201:
+			created++
+		case 200:
+			if r.body["replayed"] != true {
+				t.Errorf("200 without replayed: %s", r.raw)
+			}
+		default:
+			t.Fatalf("answer %d %s", r.status, r.raw)
+		}
+		ids[r.orderID()] = true
+	}
+	if created != 1 || len(ids) != 1 {
+		t.Fatalf("%d created and %d distinct orders; want one of each", created, len(ids))
+	}
+	if a := auditOf(t, rs[0], sku); a.Orders != 1 || a.Stock != 8 {
+		t.Fatalf("audit %+v: want one order and one deduction", a)
+	}
+	// The same key for another purchase is refused.
+	if r := buy(t, rs[1], sku, 3, "order-key-42"); r.status != 422 || r.code() != "idempotency_key_reused" {
+		t.Fatalf("key reuse: %d %s", r.status, r.raw)
+	}
+}
+
+func TestLeaseLostBeforeCommitRollsBack(t *testing.T) {
+	rs := newCluster(t, 1, clusterOpts{workDelay: 2 * time.Second})
+	sku := "SKU-lost"
+	resetStock(t, rs[0], sku, 5)
+	raw, _, err := zk.Connect(testenv.ZKServers(t), 10*time.Second, zk.WithLogInfo(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	got := make(chan reply, 1)
+	go func() { got <- buy(t, rs[0], sku, 1, "") }()
+	// While the purchase works inside the lock, someone deletes its lock node.
+	path := order.LockRoot + "/" + sku
+	var kids []string
+	deadline := time.Now().Add(10 * time.Second)
+	for len(kids) == 0 && time.Now().Before(deadline) {
+		kids, _, _ = raw.Children(path)
+		time.Sleep(10 * time.Millisecond)
+	}
+	if len(kids) != 1 {
+		t.Fatalf("lock nodes %v", kids)
+	}
+	if err := raw.Delete(path+"/"+kids[0], -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
+		t.Fatal(err)
+	}
+	r := <-got
+	if r.status != 503 || r.code() != "lock_lost" {
+		t.Fatalf("answer %d %s, want 503 lock_lost", r.status, r.raw)
+	}
+	if a := auditOf(t, rs[0], sku); a.Orders != 0 || a.Stock != 5 {
+		t.Fatalf("a purchase whose lock was lost changed the tables: %+v", a)
+	}
+}
+
+func TestReadEndpointsAndLockQueue(t *testing.T) {
+	rs := newCluster(t, 2, clusterOpts{workDelay: 300 * time.Millisecond})
+	sku := "SKU-read"
+	resetStock(t, rs[0], sku, 7)
+	if r := call(t, "GET", rs[1].url+"/v1/products/"+sku, ""); r.status != 200 || r.body["stock"] != 7.0 || r.body["initial_stock"] != 7.0 {
+		t.Fatalf("product: %d %s", r.status, r.raw)
+	}
+	done := make(chan reply, 2)
+	go func() { done <- buy(t, rs[0], sku, 1, "") }()
+	time.Sleep(100 * time.Millisecond)
+	go func() { done <- buy(t, rs[1], sku, 1, "") }()
+	var q []any
+	deadline := time.Now().Add(5 * time.Second)
+	for len(q) < 2 && time.Now().Before(deadline) {
+		r := call(t, "GET", rs[1].url+"/v1/products/"+sku+"/lock", "")
+		q, _ = r.body["queue"].([]any)
+		time.Sleep(20 * time.Millisecond)
+	}
+	if len(q) != 2 {
+		t.Fatalf("lock queue %v: want the holder and one waiter", q)
+	}
+	first, second := q[0].(map[string]any), q[1].(map[string]any)
+	if first["holder"] != true || second["holder"] != false || first["owner"] != "order1" || second["owner"] != "order2" {
+		t.Fatalf("queue %v", q)
+	}
+	<-done
+	<-done
+	if r := call(t, "GET", rs[0].url+"/v1/products/"+sku+"/audit", ""); r.status != 200 || r.body["orders"] != 2.0 || r.body["stock"] != 5.0 || r.body["oversold"] != 0.0 {
+		t.Fatalf("audit: %d %s", r.status, r.raw)
+	}
+	m := call(t, "GET", rs[0].url+"/metrics", "")
+	for _, want := range []string{`zkstock_orders_total{result="created"} 1`, "zkstock_lock_wait_seconds_count 1", "zkstock_lock_hold_seconds_count 1",
+		`zkstock_stock{sku="SKU-read"}`, `zkstock_zk_ops_total{op="create"}`, "zkstock_zk_watch_events_total"} {
+		if !strings.Contains(m.raw, want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+	if r := call(t, "GET", rs[0].url+"/healthz", ""); r.status != 200 {
+		t.Fatalf("healthz %d", r.status)
+	}
+	if r := call(t, "GET", rs[0].url+"/readyz", ""); r.status != 200 {
+		t.Fatalf("readyz %d %s", r.status, r.raw)
+	}
+}
+
+func TestAdminLockMode(t *testing.T) {
+	rs := newCluster(t, 1, clusterOpts{})
+	if r := admin(t, rs[0], "GET", "/admin/lock-mode", ""); r.status != 200 || r.body["mode"] != "zk" {
+		t.Fatalf("get mode: %d %s", r.status, r.raw)
+	}
+	for _, m := range []string{"none", "zk-unfenced", "zk"} {
+		if r := admin(t, rs[0], "PUT", "/admin/lock-mode", fmt.Sprintf(`{"mode":%q}`, m)); r.status != 200 || r.body["mode"] != m {
+			t.Fatalf("set %s: %d %s", m, r.status, r.raw)
+		}
+		if rs[0].srv.Mode() != order.LockMode(m) {
+			t.Fatalf("mode is %s after setting %s", rs[0].srv.Mode(), m)
+		}
+	}
+	off := ""
+	disabled := newCluster(t, 1, clusterOpts{adminToken: &off})
+	if r := admin(t, disabled[0], "GET", "/admin/lock-mode", ""); r.status != 403 || r.code() != "admin_disabled" {
+		t.Fatalf("admin with no token configured: %d %s", r.status, r.raw)
+	}
+}
+

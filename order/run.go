@@ -1,0 +1,71 @@
+package order
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/zkstock/zkstock/dlock"
+	"github.com/zkstock/zkstock/inventory"
+)
+
+// shutdownGrace bounds how long in-flight purchases may take to finish on shutdown.
+const shutdownGrace = 30 * time.Second
+
+// Run connects to ZooKeeper and the database, creates the tables, and serves until ctx ends.
+// Then it stops accepting, lets in-flight purchases finish, closes the lock client (its nodes go
+// at once) and the database.
+func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
+	startCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	store, err := inventory.Open(startCtx, cfg.MySQLDSN, inventory.PoolOptions{})
+	if err != nil {
+		return fmt.Errorf("orderd: %w", err)
+	}
+	defer func() {
+		if err := store.Close(); err != nil {
+			log.Warn("close database", "err", err)
+		}
+	}()
+	if err := store.Migrate(startCtx); err != nil {
+		return fmt.Errorf("orderd: %w", err)
+	}
+	locks, err := dlock.Connect(startCtx, cfg.ZKServers,
+		dlock.WithSessionTimeout(cfg.ZKSessionTimeout), dlock.WithOwner(cfg.ReplicaID), dlock.WithLogger(log))
+	if err != nil {
+		return fmt.Errorf("orderd: %w", err)
+	}
+	defer func() { _ = locks.Close() }()
+
+	srv, err := New(cfg, store, locks, log)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("orderd: listen: %w", err)
+	}
+	httpSrv := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 60 * time.Second}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- httpSrv.Serve(ln) }()
+	log.Info("orderd listening", "addr", ln.Addr().String(), "replica", cfg.ReplicaID, "mode", cfg.LockMode,
+		"zk", cfg.ZKServers, "lock_timeout", cfg.LockTimeout.String(), "work_delay", cfg.WorkDelay.String())
+
+	select {
+	case err := <-serveErr:
+		return fmt.Errorf("orderd: serve: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("shutting down: finishing in-flight purchases")
+	shCtx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
+	if err := httpSrv.Shutdown(shCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("orderd: shutdown: %w", err)
+	}
+	log.Info("stopped")
+	return nil
+}

@@ -1,0 +1,142 @@
+package order
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"sync/atomic"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/zkstock/zkstock/dlock"
+	"github.com/zkstock/zkstock/inventory"
+)
+
+// skuPattern is what a SKU (and a replica id) may look like; it keeps lock paths and URLs safe.
+var skuPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// LockRoot is where the per-SKU locks live: LockRoot + "/" + SKU.
+const LockRoot = "/zkstock/locks/sku"
+
+const (
+	maxBodyBytes = 4 << 10
+	// MaxQty bounds one purchase; a larger quantity is a client error, not a sale.
+	MaxQty = 1000
+	// MaxStock bounds what the admin API may set.
+	MaxStock = 1_000_000_000
+	// releaseTimeout bounds a release that the request can no longer cancel.
+	releaseTimeout = 5 * time.Second
+)
+
+// Server is one order-service replica.
+type Server struct {
+	cfg     Config
+	store   *inventory.Store
+	locks   *dlock.Client
+	log     *slog.Logger
+	mode    atomic.Value // LockMode
+	metrics *metrics
+	reg     *prometheus.Registry
+}
+
+// New builds a replica on an open store and a connected lock client.
+func New(cfg Config, store *inventory.Store, locks *dlock.Client, log *slog.Logger) (*Server, error) {
+	if _, err := ParseLockMode(string(cfg.LockMode)); err != nil {
+		return nil, fmt.Errorf("order: %w", err)
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{cfg: cfg, store: store, locks: locks, log: log.With("replica", cfg.ReplicaID)}
+	s.mode.Store(cfg.LockMode)
+	s.reg = prometheus.NewRegistry()
+	m, err := newMetrics(s.reg, locks)
+	if err != nil {
+		return nil, err
+	}
+	s.metrics = m
+	return s, nil
+}
+
+// Mode is the replica's lock mode now.
+func (s *Server) Mode() LockMode { return s.mode.Load().(LockMode) }
+
+// Handler is the HTTP API.
+func (s *Server) Handler() http.Handler {
+	gin.SetMode(gin.ReleaseMode)
+	r := gin.New()
+	r.HandleMethodNotAllowed = true
+	r.ContextWithFallback = true
+	r.Use(s.recoverJSON)
+	r.NoRoute(func(c *gin.Context) { abortWith(c, newError(http.StatusNotFound, "not_found", "no such route")) })
+	r.NoMethod(func(c *gin.Context) {
+		abortWith(c, newError(http.StatusMethodNotAllowed, "method_not_allowed", "method not allowed on this route"))
+	})
+
+	r.POST("/v1/orders", s.limitBody, s.purchase)
+	r.GET("/v1/products/:sku", s.product)
+	r.GET("/v1/products/:sku/audit", s.audit)
+	r.GET("/v1/products/:sku/lock", s.lockQueue)
+
+	admin := r.Group("/admin", s.requireAdmin)
+	admin.PUT("/products/:sku", s.limitBody, s.resetProduct)
+	admin.GET("/lock-mode", s.getLockMode)
+	admin.PUT("/lock-mode", s.limitBody, s.setLockMode)
+
+	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok", "replica": s.cfg.ReplicaID}) })
+	r.GET("/readyz", s.ready)
+	r.GET("/metrics", gin.WrapH(s.metricsHandler()))
+	return r
+}
+
+// recoverJSON turns a panic in a handler into a 500 JSON answer; deferred releases in the
+// handler have run by then, so no lock stays held.
+func (s *Server) recoverJSON(c *gin.Context) {
+	defer func() {
+		if v := recover(); v != nil {
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+			s.log.Error("panic in handler", "path", c.FullPath(), "panic", fmt.Sprint(v))
+			abortWith(c, newError(http.StatusInternalServerError, "internal", "internal error"))
+		}
+	}()
+	c.Next()
+}
+
+func (s *Server) limitBody(c *gin.Context) {
+	c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, maxBodyBytes)
+	c.Next()
+}
+
+func (s *Server) ready(c *gin.Context) {
+	ctx, cancel := context.WithTimeout(c.Request.Context(), 2*time.Second)
+	defer cancel()
+	zkUp := s.locks.Connected()
+	dbErr := s.store.Ping(ctx)
+	if zkUp && dbErr == nil {
+		c.JSON(http.StatusOK, gin.H{"status": "ready", "zookeeper": "up", "database": "up"})
+		return
+	}
+	msg := "not ready:"
+	if !zkUp {
+		msg += " no ZooKeeper session;"
+	}
+	if dbErr != nil {
+		msg += " database unreachable;"
+	}
+	abortWith(c, newError(http.StatusServiceUnavailable, "not_ready", msg[:len(msg)-1]))
+}
+
+func lockPath(sku string) string { return LockRoot + "/" + sku }
+
+func validSKU(sku string) *apiError {
+	if !skuPattern.MatchString(sku) {
+		return badRequest("sku must be 1 to 64 letters, digits, '_' or '-'")
+	}
+	return nil
+}
