@@ -90,12 +90,15 @@ func (s *Server) parsePurchase(c *gin.Context) (inventory.Purchase, *apiError) {
 // transaction: taken before the first read, released only after commit or rollback, on every
 // path including a panic, with a context the caller cannot cancel.
 func (s *Server) sell(ctx context.Context, p inventory.Purchase, mode LockMode, log *slog.Logger) (inventory.Result, error) {
+	// Two reads before the lock: a retry of a finished purchase is answered from the orders
+	// table, and an unknown SKU is refused without creating a lock path in ZooKeeper for it.
+	prod, err := s.store.Product(ctx, p.SKU)
+	if err != nil {
+		return inventory.Result{}, err
+	}
 	if p.RequestID != "" {
-		// A retry of a finished purchase needs no lock: answer it from the orders table.
 		if o, found, err := s.store.OrderByRequestID(ctx, p.RequestID); err == nil && found && o.SKU == p.SKU && o.Qty == p.Qty {
-			if prod, err := s.store.Product(ctx, p.SKU); err == nil {
-				return inventory.Result{Order: o, Remaining: prod.Stock, Replayed: true}, nil
-			}
+			return inventory.Result{Order: o, Remaining: prod.Stock, Replayed: true}, nil
 		}
 	}
 	if mode == ModeNone {

@@ -218,4 +218,3 @@ func TestAdminLockMode(t *testing.T) {
 		t.Fatalf("admin with no token configured: %d %s", r.status, r.raw)
 	}
 }
-

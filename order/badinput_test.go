@@ -1,0 +1,90 @@
+package order_test
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestBadInputIsRejectedAndChangesNothing(t *testing.T) {
+	rs := newCluster(t, 1, clusterOpts{})
+	r := rs[0]
+	sku := "SKU-bad"
+	resetStock(t, r, sku, 10)
+	before := auditOf(t, r, sku)
+
+	json := []string{"Content-Type", "application/json"}
+	bearer := []string{"Authorization", "Bearer " + adminToken}
+	cases := []struct {
+		name    string
+		method  string
+		path    string
+		body    string
+		headers []string
+		status  int
+		code    string
+	}{
+		{"malformed JSON", "POST", "/v1/orders", `{"sku":"SKU-bad","qty":1`, json, 400, "invalid_request"},
+		{"not JSON at all", "POST", "/v1/orders", `sku=SKU-bad&qty=1`, json, 400, "invalid_request"},
+		{"empty body", "POST", "/v1/orders", ``, json, 400, "invalid_request"},
+		{"JSON array", "POST", "/v1/orders", `[{"sku":"SKU-bad","qty":1}]`, json, 400, "invalid_request"},
+		{"two objects", "POST", "/v1/orders", `{"sku":"SKU-bad","qty":1}{"sku":"SKU-bad","qty":1}`, json, 400, "invalid_request"},
+		{"qty as string", "POST", "/v1/orders", `{"sku":"SKU-bad","qty":"1"}`, json, 400, "invalid_request"},
+		{"sku as number", "POST", "/v1/orders", `{"sku":42,"qty":1}`, json, 400, "invalid_request"},
+		{"missing sku", "POST", "/v1/orders", `{"qty":1}`, json, 400, "invalid_request"},
+		{"missing qty", "POST", "/v1/orders", `{"sku":"SKU-bad"}`, json, 400, "invalid_request"},
+		{"null qty", "POST", "/v1/orders", `{"sku":"SKU-bad","qty":null}`, json, 400, "invalid_request"},
+		{"qty zero", "POST", "/v1/orders", `{"sku":"SKU-bad","qty":0}`, json, 400, "invalid_request"},
+		{"qty negative", "POST", "/v1/orders", `{"sku":"SKU-bad","qty":-3}`, json, 400, "invalid_request"},
+		{"qty over the limit", "POST", "/v1/orders", `{"sku":"SKU-bad","qty":1001}`, json, 400, "invalid_request"},
+		{"qty huge", "POST", "/v1/orders", `{"sku":"SKU-bad","qty":1e30}`, json, 400, "invalid_request"},
+		{"qty beyond int64", "POST", "/v1/orders", `{"sku":"SKU-bad","qty":92233720368547758070}`, json, 400, "invalid_request"},
+		{"qty not an integer", "POST", "/v1/orders", `{"sku":"SKU-bad","qty":1.5}`, json, 400, "invalid_request"},
+		{"unknown SKU", "POST", "/v1/orders", `{"sku":"NO-SUCH-SKU","qty":1}`, json, 404, "unknown_sku"},
+		{"SKU with slash", "POST", "/v1/orders", `{"sku":"SKU/bad","qty":1}`, json, 400, "invalid_request"},
+		{"SKU with dot-dot", "POST", "/v1/orders", `{"sku":"..","qty":1}`, json, 400, "invalid_request"},
+		{"SKU of 65 characters", "POST", "/v1/orders", `{"sku":"` + strings.Repeat("A", 65) + `","qty":1}`, json, 400, "invalid_request"},
+		{"empty SKU", "POST", "/v1/orders", `{"sku":"","qty":1}`, json, 400, "invalid_request"},
+		{"SKU with space", "POST", "/v1/orders", `{"sku":"SKU bad","qty":1}`, json, 400, "invalid_request"},
+		{"unknown field", "POST", "/v1/orders", `{"sku":"SKU-bad","qty":1,"price":0}`, json, 400, "invalid_request"},
+		{"body over 4 KiB", "POST", "/v1/orders", `{"sku":"SKU-bad","qty":1,"pad":"` + strings.Repeat("x", 5000) + `"}`, json, 413, "body_too_large"},
+		{"text/plain", "POST", "/v1/orders", `{"sku":"SKU-bad","qty":1}`, []string{"Content-Type", "text/plain"}, 415, "unsupported_media_type"},
+		{"no content type", "POST", "/v1/orders", `{"sku":"SKU-bad","qty":1}`, []string{"Content-Type", ""}, 415, "unsupported_media_type"},
+		{"idempotency key too long", "POST", "/v1/orders", `{"sku":"SKU-bad","qty":1}`, append([]string{"Idempotency-Key", strings.Repeat("k", 129)}, json...), 400, "invalid_request"},
+		{"idempotency key with space", "POST", "/v1/orders", `{"sku":"SKU-bad","qty":1}`, append([]string{"Idempotency-Key", "a b"}, json...), 400, "invalid_request"},
+		{"GET on orders", "GET", "/v1/orders", ``, nil, 405, "method_not_allowed"},
+		{"unknown route", "GET", "/v2/orders", ``, nil, 404, "not_found"},
+		{"product with bad SKU", "GET", "/v1/products/SKU.bad", ``, nil, 400, "invalid_request"},
+		{"unknown product", "GET", "/v1/products/NO-SUCH", ``, nil, 404, "unknown_sku"},
+		{"audit of unknown product", "GET", "/v1/products/NO-SUCH/audit", ``, nil, 404, "unknown_sku"},
+		{"admin without token", "PUT", "/admin/products/SKU-bad", `{"stock":1}`, json, 401, "unauthorized"},
+		{"admin with wrong token", "PUT", "/admin/products/SKU-bad", `{"stock":1}`, append([]string{"Authorization", "Bearer nope"}, json...), 401, "unauthorized"},
+		{"admin with basic auth", "GET", "/admin/lock-mode", ``, []string{"Authorization", "Basic dGVzdA=="}, 401, "unauthorized"},
+		{"negative stock", "PUT", "/admin/products/SKU-bad", `{"stock":-1}`, append(bearer, json...), 400, "invalid_request"},
+		{"stock as string", "PUT", "/admin/products/SKU-bad", `{"stock":"5"}`, append(bearer, json...), 400, "invalid_request"},
+		{"reset with bad SKU", "PUT", "/admin/products/SKU.bad", `{"stock":5}`, append(bearer, json...), 400, "invalid_request"},
+		{"unknown lock mode", "PUT", "/admin/lock-mode", `{"mode":"redis"}`, append(bearer, json...), 400, "invalid_request"},
+		{"lock mode missing", "PUT", "/admin/lock-mode", `{}`, append(bearer, json...), 400, "invalid_request"},
+		{"lock mode unknown field", "PUT", "/admin/lock-mode", `{"mode":"zk","force":true}`, append(bearer, json...), 400, "invalid_request"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			rep := call(t, c.method, r.url+c.path, c.body, c.headers...)
+			if rep.status != c.status || rep.code() != c.code {
+				t.Fatalf("got %d %s, want %d %s", rep.status, rep.raw, c.status, c.code)
+			}
+			if msg, _ := rep.body["error"].(string); msg == "" || len(rep.body) != 2 {
+				t.Fatalf("error body %s: want exactly {\"error\": ..., \"code\": ...}", rep.raw)
+			}
+		})
+	}
+	if after := auditOf(t, r, sku); after != before {
+		t.Fatalf("rejected requests changed the tables: %+v -> %+v", before, after)
+	}
+	if m := r.srv.Mode(); m != "zk" {
+		t.Fatalf("a rejected admin request changed the mode to %s", m)
+	}
+	var acquisitions int64 = r.locks.Stats().Acquisitions
+	if acquisitions != 0 {
+		t.Fatalf("bad requests took the lock %d times: validation must come first", acquisitions)
+	}
+}
