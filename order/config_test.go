@@ -1,0 +1,65 @@
+package order_test
+
+import (
+	"errors"
+	"flag"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/zkstock/zkstock/order"
+)
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestLoadConfigDefaults(t *testing.T) {
+	cfg, err := order.LoadConfig(nil, env(map[string]string{"REPLICA_ID": "order1"}), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.HTTPAddr != ":8080" || cfg.LockMode != order.ModeZK || cfg.LockTimeout != 5*time.Second || cfg.WorkDelay != 0 ||
+		cfg.ZKSessionTimeout != 10*time.Second || strings.Join(cfg.ZKServers, ",") != "127.0.0.1:2181" || cfg.AdminToken != "" ||
+		cfg.MySQLDSN != "root@tcp(127.0.0.1:3306)/zkstock?parseTime=true" || cfg.LogLevel != slog.LevelInfo {
+		t.Fatalf("defaults %+v", cfg)
+	}
+}
+
+func TestLoadConfigFlagsOverrideEnvironment(t *testing.T) {
+	e := env(map[string]string{"REPLICA_ID": "order1", "LOCK_MODE": "none", "WORK_DELAY": "5ms", "ZK_SERVERS": "a:1, b:2", "LOG_LEVEL": "debug"})
+	cfg, err := order.LoadConfig([]string{"-lock-mode", "zk-unfenced", "-lock-timeout", "2s"}, e, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.LockMode != order.ModeZKUnfenced || cfg.LockTimeout != 2*time.Second || cfg.WorkDelay != 5*time.Millisecond ||
+		strings.Join(cfg.ZKServers, ",") != "a:1,b:2" || cfg.LogLevel != slog.LevelDebug {
+		t.Fatalf("config %+v", cfg)
+	}
+}
+
+func TestLoadConfigRejectsBadValues(t *testing.T) {
+	for name, vars := range map[string]map[string]string{
+		"LOCK_MODE":          {"LOCK_MODE": "redis"},
+		"LOCK_TIMEOUT":       {"LOCK_TIMEOUT": "soon"},
+		"WORK_DELAY":         {"WORK_DELAY": "-1s"},
+		"ZK_SESSION_TIMEOUT": {"ZK_SESSION_TIMEOUT": "10ms"},
+		"ZK_SERVERS":         {"ZK_SERVERS": " , "},
+		"REPLICA_ID":         {"REPLICA_ID": "a/b"},
+		"LOG_LEVEL":          {"LOG_LEVEL": "loud"},
+	} {
+		if vars["REPLICA_ID"] == "" {
+			vars["REPLICA_ID"] = "order1"
+		}
+		_, err := order.LoadConfig(nil, env(vars), io.Discard)
+		if err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s: error %v does not name the variable", name, err)
+		}
+	}
+	if _, err := order.LoadConfig([]string{"-h"}, env(nil), io.Discard); !errors.Is(err, flag.ErrHelp) {
+		t.Errorf("-h: %v", err)
+	}
+	if _, err := order.LoadConfig([]string{"extra"}, env(map[string]string{"REPLICA_ID": "x"}), io.Discard); err == nil {
+		t.Error("stray argument accepted")
+	}
+}
