@@ -68,7 +68,7 @@ func TestBadInputIsRejectedAndChangesNothing(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			rep := call(t, c.method, r.url+c.path, c.body, c.headers...)
+			rep := call(t, c.method, r.URL+c.path, c.body, c.headers...)
 			if rep.status != c.status || rep.code() != c.code {
 				t.Fatalf("got %d %s, want %d %s", rep.status, rep.raw, c.status, c.code)
 			}
@@ -80,10 +80,10 @@ func TestBadInputIsRejectedAndChangesNothing(t *testing.T) {
 	if after := auditOf(t, r, sku); after != before {
 		t.Fatalf("rejected requests changed the tables: %+v -> %+v", before, after)
 	}
-	if m := r.srv.Mode(); m != "zk" {
+	if m := r.Srv.Mode(); m != "zk" {
 		t.Fatalf("a rejected admin request changed the mode to %s", m)
 	}
-	var acquisitions int64 = r.locks.Stats().Acquisitions
+	var acquisitions int64 = r.Locks.Stats().Acquisitions
 	if acquisitions != 0 {
 		t.Fatalf("bad requests took the lock %d times: validation must come first", acquisitions)
 	}

@@ -11,7 +11,7 @@ import (
 func TestZooKeeperUnreachable(t *testing.T) {
 	proxy := tcpproxy.New(t, testenv.ZKServers(t)[0])
 	const lockTimeout = time.Second
-	rs := newCluster(t, 1, clusterOpts{zkServers: []string{proxy.Addr()}, lockTimeout: lockTimeout})
+	rs := newCluster(t, 1, clusterOpts{ZKServers: []string{proxy.Addr()}, LockTimeout: lockTimeout})
 	r := rs[0]
 	sku := "SKU-outage"
 	resetStock(t, r, sku, 10)
@@ -32,10 +32,10 @@ func TestZooKeeperUnreachable(t *testing.T) {
 			t.Fatalf("503 took %v with LOCK_TIMEOUT %v", took, lockTimeout)
 		}
 	}
-	if rep := call(t, "GET", r.url+"/readyz", ""); rep.status != 503 || rep.code() != "not_ready" {
+	if rep := call(t, "GET", r.URL+"/readyz", ""); rep.status != 503 || rep.code() != "not_ready" {
 		t.Fatalf("readyz during the outage: %d %s", rep.status, rep.raw)
 	}
-	if rep := call(t, "GET", r.url+"/healthz", ""); rep.status != 200 {
+	if rep := call(t, "GET", r.URL+"/healthz", ""); rep.status != 200 {
 		t.Fatalf("healthz during the outage: %d (liveness must not depend on ZooKeeper)", rep.status)
 	}
 	if a := auditOf(t, r, sku); a.Orders != 1 || a.Stock != 9 {
@@ -54,7 +54,7 @@ func TestZooKeeperUnreachable(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	if rep := call(t, "GET", r.url+"/readyz", ""); rep.status != 200 {
+	if rep := call(t, "GET", r.URL+"/readyz", ""); rep.status != 200 {
 		t.Fatalf("readyz after the outage: %d %s", rep.status, rep.raw)
 	}
 	if a := auditOf(t, r, sku); a.Oversold != 0 || a.LostUpdates != 0 || a.Stock != 10-a.UnitsSold {

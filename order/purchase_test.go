@@ -39,7 +39,7 @@ func fire(t *testing.T, rs []*replica, sku string, n int) map[int]int {
 }
 
 func TestLockOffOversells(t *testing.T) {
-	rs := newCluster(t, 3, clusterOpts{mode: order.ModeNone, workDelay: 5 * time.Millisecond})
+	rs := newCluster(t, 3, clusterOpts{Mode: order.ModeNone, WorkDelay: 5 * time.Millisecond})
 	sku := "DEMO-none"
 	resetStock(t, rs[0], sku, 20)
 	counts := fire(t, rs, sku, 200)
@@ -56,7 +56,7 @@ func TestLockOffOversells(t *testing.T) {
 func TestLockOnIsExact(t *testing.T) {
 	for _, mode := range []order.LockMode{order.ModeZK, order.ModeZKUnfenced} {
 		t.Run(string(mode), func(t *testing.T) {
-			rs := newCluster(t, 3, clusterOpts{mode: mode, workDelay: 5 * time.Millisecond})
+			rs := newCluster(t, 3, clusterOpts{Mode: mode, WorkDelay: 5 * time.Millisecond})
 			sku := "DEMO-" + string(mode)
 			resetStock(t, rs[0], sku, 20)
 			counts := fire(t, rs, sku, 200)
@@ -69,7 +69,7 @@ func TestLockOnIsExact(t *testing.T) {
 			}
 			var acquisitions int64
 			for _, r := range rs {
-				acquisitions += r.locks.Stats().Acquisitions
+				acquisitions += r.Locks.Stats().Acquisitions
 			}
 			if acquisitions != 200 {
 				t.Fatalf("%d lock acquisitions for 200 purchases", acquisitions)
@@ -79,7 +79,7 @@ func TestLockOnIsExact(t *testing.T) {
 }
 
 func TestIdempotencyKeyAcrossReplicas(t *testing.T) {
-	rs := newCluster(t, 3, clusterOpts{workDelay: 20 * time.Millisecond})
+	rs := newCluster(t, 3, clusterOpts{WorkDelay: 20 * time.Millisecond})
 	sku := "SKU-idem"
 	resetStock(t, rs[0], sku, 10)
 	const perReplica = 4
@@ -121,7 +121,7 @@ func TestIdempotencyKeyAcrossReplicas(t *testing.T) {
 }
 
 func TestLeaseLostBeforeCommitRollsBack(t *testing.T) {
-	rs := newCluster(t, 1, clusterOpts{workDelay: 2 * time.Second})
+	rs := newCluster(t, 1, clusterOpts{WorkDelay: 2 * time.Second})
 	sku := "SKU-lost"
 	resetStock(t, rs[0], sku, 5)
 	raw, _, err := zk.Connect(testenv.ZKServers(t), 10*time.Second, zk.WithLogInfo(false))
@@ -155,10 +155,10 @@ func TestLeaseLostBeforeCommitRollsBack(t *testing.T) {
 }
 
 func TestReadEndpointsAndLockQueue(t *testing.T) {
-	rs := newCluster(t, 2, clusterOpts{workDelay: 300 * time.Millisecond})
+	rs := newCluster(t, 2, clusterOpts{WorkDelay: 300 * time.Millisecond})
 	sku := "SKU-read"
 	resetStock(t, rs[0], sku, 7)
-	if r := call(t, "GET", rs[1].url+"/v1/products/"+sku, ""); r.status != 200 || r.body["stock"] != 7.0 || r.body["initial_stock"] != 7.0 {
+	if r := call(t, "GET", rs[1].URL+"/v1/products/"+sku, ""); r.status != 200 || r.body["stock"] != 7.0 || r.body["initial_stock"] != 7.0 {
 		t.Fatalf("product: %d %s", r.status, r.raw)
 	}
 	done := make(chan reply, 2)
@@ -168,7 +168,7 @@ func TestReadEndpointsAndLockQueue(t *testing.T) {
 	var q []any
 	deadline := time.Now().Add(5 * time.Second)
 	for len(q) < 2 && time.Now().Before(deadline) {
-		r := call(t, "GET", rs[1].url+"/v1/products/"+sku+"/lock", "")
+		r := call(t, "GET", rs[1].URL+"/v1/products/"+sku+"/lock", "")
 		q, _ = r.body["queue"].([]any)
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -181,20 +181,20 @@ func TestReadEndpointsAndLockQueue(t *testing.T) {
 	}
 	<-done
 	<-done
-	if r := call(t, "GET", rs[0].url+"/v1/products/"+sku+"/audit", ""); r.status != 200 || r.body["orders"] != 2.0 || r.body["stock"] != 5.0 || r.body["oversold"] != 0.0 {
+	if r := call(t, "GET", rs[0].URL+"/v1/products/"+sku+"/audit", ""); r.status != 200 || r.body["orders"] != 2.0 || r.body["stock"] != 5.0 || r.body["oversold"] != 0.0 {
 		t.Fatalf("audit: %d %s", r.status, r.raw)
 	}
-	m := call(t, "GET", rs[0].url+"/metrics", "")
+	m := call(t, "GET", rs[0].URL+"/metrics", "")
 	for _, want := range []string{`zkstock_orders_total{result="created"} 1`, "zkstock_lock_wait_seconds_count 1", "zkstock_lock_hold_seconds_count 1",
 		`zkstock_stock{sku="SKU-read"}`, `zkstock_zk_ops_total{op="create"}`, "zkstock_zk_watch_events_total"} {
 		if !strings.Contains(m.raw, want) {
 			t.Errorf("metrics lack %q", want)
 		}
 	}
-	if r := call(t, "GET", rs[0].url+"/healthz", ""); r.status != 200 {
+	if r := call(t, "GET", rs[0].URL+"/healthz", ""); r.status != 200 {
 		t.Fatalf("healthz %d", r.status)
 	}
-	if r := call(t, "GET", rs[0].url+"/readyz", ""); r.status != 200 {
+	if r := call(t, "GET", rs[0].URL+"/readyz", ""); r.status != 200 {
 		t.Fatalf("readyz %d %s", r.status, r.raw)
 	}
 }
@@ -208,12 +208,12 @@ func TestAdminLockMode(t *testing.T) {
 		if r := admin(t, rs[0], "PUT", "/admin/lock-mode", fmt.Sprintf(`{"mode":%q}`, m)); r.status != 200 || r.body["mode"] != m {
 			t.Fatalf("set %s: %d %s", m, r.status, r.raw)
 		}
-		if rs[0].srv.Mode() != order.LockMode(m) {
-			t.Fatalf("mode is %s after setting %s", rs[0].srv.Mode(), m)
+		if rs[0].Srv.Mode() != order.LockMode(m) {
+			t.Fatalf("mode is %s after setting %s", rs[0].Srv.Mode(), m)
 		}
 	}
 	off := ""
-	disabled := newCluster(t, 1, clusterOpts{adminToken: &off})
+	disabled := newCluster(t, 1, clusterOpts{AdminToken: &off})
 	if r := admin(t, disabled[0], "GET", "/admin/lock-mode", ""); r.status != 403 || r.code() != "admin_disabled" {
 		t.Fatalf("admin with no token configured: %d %s", r.status, r.raw)
 	}

@@ -1,0 +1,104 @@
+// Package ordertest starts order-service replicas in the test process, each with its own
+// ZooKeeper session and database pool, as separate processes would have.
+package ordertest
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/zkstock/zkstock/dlock"
+	"github.com/zkstock/zkstock/internal/testenv"
+	"github.com/zkstock/zkstock/inventory"
+	"github.com/zkstock/zkstock/order"
+)
+
+// AdminToken is the replicas' admin token unless Options says otherwise.
+const AdminToken = "test-admin"
+
+// Replica is one running order service.
+type Replica struct {
+	Name  string
+	Srv   *order.Server
+	URL   string
+	Locks *dlock.Client
+	Store *inventory.Store
+}
+
+// Options shape the replicas; zero values mean the test servers and sensible defaults.
+type Options struct {
+	Mode        order.LockMode // default zk
+	WorkDelay   time.Duration
+	LockTimeout time.Duration // default 30s
+	ZKServers   []string      // default the test ZooKeeper
+	AdminToken  *string       // default AdminToken
+	DSN         string        // default a fresh database
+	// Wrap, if set, wraps each replica's handler (to make a replica misbehave on purpose).
+	Wrap func(http.Handler) http.Handler
+}
+
+func logger() *slog.Logger {
+	if os.Getenv("ORDER_TEST_LOG") != "" {
+		return slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// Start runs n replicas until the test ends.
+func Start(t testing.TB, n int, o Options) []*Replica {
+	t.Helper()
+	if o.Mode == "" {
+		o.Mode = order.ModeZK
+	}
+	if o.LockTimeout == 0 {
+		o.LockTimeout = 30 * time.Second
+	}
+	if o.ZKServers == nil {
+		o.ZKServers = testenv.ZKServers(t)
+	}
+	if o.DSN == "" {
+		o.DSN = testenv.MySQLDatabase(t)
+	}
+	token := AdminToken
+	if o.AdminToken != nil {
+		token = *o.AdminToken
+	}
+	ctx := context.Background()
+	var out []*Replica
+	for i := 1; i <= n; i++ {
+		name := fmt.Sprintf("order%d", i)
+		store, err := inventory.Open(ctx, o.DSN, inventory.PoolOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = store.Close() })
+		if err := store.Migrate(ctx); err != nil {
+			t.Fatal(err)
+		}
+		cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		locks, err := dlock.Connect(cctx, o.ZKServers, dlock.WithOwner(name), dlock.WithSessionTimeout(10*time.Second))
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = locks.Close() })
+		cfg := order.Config{ReplicaID: name, LockMode: o.Mode, LockTimeout: o.LockTimeout, WorkDelay: o.WorkDelay, AdminToken: token}
+		srv, err := order.New(cfg, store, locks, logger())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var h http.Handler = srv.Handler()
+		if o.Wrap != nil {
+			h = o.Wrap(h)
+		}
+		hs := httptest.NewServer(h)
+		t.Cleanup(hs.Close)
+		out = append(out, &Replica{Name: name, Srv: srv, URL: hs.URL, Locks: locks, Store: store})
+	}
+	return out
+}

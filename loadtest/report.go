@@ -1,0 +1,168 @@
+package loadtest
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Report is a whole comparison, with what it takes to reproduce it.
+type Report struct {
+	Command string  `json:"command"`
+	Machine Machine `json:"machine"`
+	Date    string  `json:"date"`
+	Config  Config  `json:"config"`
+	Rows    []Row   `json:"rows"`
+}
+
+// Machine says where the numbers were measured.
+type Machine struct {
+	Host string `json:"host"`
+	OS   string `json:"os"`
+	CPUs int    `json:"cpus"`
+	CPU  string `json:"cpu"`
+	Go   string `json:"go"`
+}
+
+// Row is one mode's outcome.
+type Row struct {
+	Mode         string         `json:"mode"`
+	Requests     int            `json:"requests"`
+	Accepted     int            `json:"accepted"`
+	SoldOut      int            `json:"sold_out"`
+	Errors       int            `json:"errors"`
+	ErrorCodes   map[string]int `json:"error_codes,omitempty"`
+	InitialStock int64          `json:"initial_stock"`
+	FinalStock   int64          `json:"final_stock"`
+	Orders       int64          `json:"orders"`
+	UnitsSold    int64          `json:"units_sold"`
+	Oversold     int64          `json:"oversold"`
+	LostUpdates  int64          `json:"lost_updates"`
+	Undersold    int64          `json:"undersold"`
+	Seconds      float64        `json:"seconds"`
+	Throughput   float64        `json:"throughput_rps"`
+	P50          float64        `json:"p50_ms"`
+	P95          float64        `json:"p95_ms"`
+	P99          float64        `json:"p99_ms"`
+	Max          float64        `json:"max_ms"`
+	Latency      []LatencyPoint `json:"latency"`
+	Sales        []Sale         `json:"sales"`
+}
+
+// LatencyPoint is one point of the latency distribution.
+type LatencyPoint struct {
+	Percentile float64 `json:"percentile"`
+	Millis     float64 `json:"ms"`
+}
+
+// Sale is one accepted purchase: when it was answered and the stock its replica reported left.
+type Sale struct {
+	AtMillis  float64 `json:"at_ms"`
+	Remaining int64   `json:"remaining"`
+}
+
+func newReport(cfg Config) *Report {
+	host, _ := os.Hostname()
+	return &Report{
+		Command: commandLine(os.Args),
+		Machine: Machine{Host: host, OS: runtime.GOOS + "/" + runtime.GOARCH, CPUs: runtime.NumCPU(), CPU: cpuModel(), Go: runtime.Version()},
+		Date:    time.Now().UTC().Format(time.RFC3339),
+		Config:  cfg,
+	}
+}
+
+func commandLine(args []string) string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		if a == "" || strings.ContainsAny(a, " \t'\"$&;|<>*?") {
+			a = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+		out[i] = a
+	}
+	return strings.Join(out, " ")
+}
+
+func cpuModel() string {
+	f, err := os.Open("/proc/cpuinfo")
+	if err != nil {
+		return runtime.GOARCH
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return runtime.GOARCH
+}
+
+// Check fails when a locked mode oversold, undersold or lost an update: the lock did not hold.
+func (r *Report) Check() error {
+	var errs []error
+	for _, row := range r.Rows {
+		if !LockedModes[row.Mode] {
+			continue
+		}
+		if row.Oversold != 0 || row.LostUpdates != 0 || row.Undersold != 0 {
+			errs = append(errs, fmt.Errorf("mode %s is not exact: oversold %d, lost updates %d, undersold %d",
+				row.Mode, row.Oversold, row.LostUpdates, row.Undersold))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+var tableHeader = []string{"mode", "requests", "accepted", "sold out", "errors", "initial", "final", "oversold",
+	"lost updates", "undersold", "req/s", "p50 ms", "p95 ms", "p99 ms"}
+
+func (row Row) cells() []string {
+	return []string{row.Mode, itoa(row.Requests), itoa(row.Accepted), itoa(row.SoldOut), itoa(row.Errors),
+		i64(row.InitialStock), i64(row.FinalStock), i64(row.Oversold), i64(row.LostUpdates), i64(row.Undersold),
+		fmt.Sprintf("%.0f", row.Throughput), fmt.Sprintf("%.1f", row.P50), fmt.Sprintf("%.1f", row.P95), fmt.Sprintf("%.1f", row.P99)}
+}
+
+func itoa(n int) string  { return fmt.Sprint(n) }
+func i64(n int64) string { return fmt.Sprint(n) }
+
+// WriteTable prints the rows as an aligned text table.
+func (r *Report) WriteTable(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, strings.Join(tableHeader, "\t")+"\t")
+	for _, row := range r.Rows {
+		fmt.Fprintln(tw, strings.Join(row.cells(), "\t")+"\t")
+	}
+	return tw.Flush()
+}
+
+// WriteMarkdown prints the rows as a Markdown table, for the docs.
+func (r *Report) WriteMarkdown(w io.Writer) error {
+	var b strings.Builder
+	b.WriteString("| " + strings.Join(tableHeader, " | ") + " |\n|")
+	for i := range tableHeader {
+		if i == 0 {
+			b.WriteString(" --- |")
+		} else {
+			b.WriteString(" ---: |")
+		}
+	}
+	b.WriteString("\n")
+	for _, row := range r.Rows {
+		b.WriteString("| " + strings.Join(row.cells(), " | ") + " |\n")
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// WriteJSON writes the whole report.
+func (r *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}

@@ -1,0 +1,137 @@
+package loadtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+)
+
+// Progress hears how a mode's purchases go.
+type Progress interface {
+	Start(mode string, total int)
+	Add(n int)
+	Finish()
+}
+
+// Run compares the modes one after the other on the same SKU and returns the report.
+func Run(ctx context.Context, cfg Config, progress Progress) (*Report, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	a := newAPI(cfg)
+	rep := newReport(cfg)
+	for _, mode := range cfg.Modes {
+		row, err := runMode(ctx, a, cfg, mode, progress)
+		if err != nil {
+			return rep, fmt.Errorf("mode %s: %w", mode, err)
+		}
+		rep.Rows = append(rep.Rows, row)
+	}
+	return rep, nil
+}
+
+// sample is one request's outcome.
+type sample struct {
+	at        time.Duration // since the mode started, when the answer came
+	latency   time.Duration
+	status    int
+	code      string
+	remaining int64
+}
+
+func runMode(ctx context.Context, a *api, cfg Config, mode string, progress Progress) (Row, error) {
+	admin := cfg.Targets[0]
+	if _, err := a.do(ctx, http.MethodPut, admin+"/admin/products/"+cfg.SKU, map[string]int{"stock": cfg.Stock}, nil, true); err != nil {
+		return Row{}, fmt.Errorf("reset %s on %s: %w", cfg.SKU, admin, err)
+	}
+	for _, t := range cfg.Targets {
+		if _, err := a.do(ctx, http.MethodPut, t+"/admin/lock-mode", map[string]string{"mode": mode}, nil, true); err != nil {
+			return Row{}, fmt.Errorf("switch %s to %s: %w", t, mode, err)
+		}
+	}
+
+	samples := make([]sample, cfg.Requests)
+	progress.Start(mode, cfg.Requests)
+	start := time.Now()
+	sem := make(chan struct{}, cfg.Concurrency)
+	var wg sync.WaitGroup
+	body := map[string]any{"sku": cfg.SKU, "qty": cfg.Qty}
+	for i := 0; i < cfg.Requests; i++ {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			wg.Wait()
+			progress.Finish()
+			return Row{}, ctx.Err()
+		}
+		wg.Add(1)
+		go func(i int) {
+			defer func() { <-sem; wg.Done() }()
+			target := cfg.Targets[i%len(cfg.Targets)]
+			t0 := time.Now()
+			var ans purchaseAnswer
+			status, err := a.do(ctx, http.MethodPost, target+"/v1/orders", body, &ans, false)
+			s := sample{at: time.Since(start), latency: time.Since(t0), status: status, remaining: ans.Remaining}
+			var ae *apiError
+			switch {
+			case errors.As(err, &ae):
+				s.code = ae.Code
+			case err != nil:
+				s.code = "transport"
+			}
+			samples[i] = s
+			progress.Add(1)
+		}(i)
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	progress.Finish()
+
+	var audit Audit
+	if _, err := a.do(ctx, http.MethodGet, admin+"/v1/products/"+cfg.SKU+"/audit", nil, &audit, false); err != nil {
+		return Row{}, fmt.Errorf("audit %s: %w", cfg.SKU, err)
+	}
+	return summarize(mode, cfg, samples, elapsed, audit), nil
+}
+
+func summarize(mode string, cfg Config, samples []sample, elapsed time.Duration, audit Audit) Row {
+	row := Row{
+		Mode: mode, Requests: len(samples), ErrorCodes: map[string]int{},
+		InitialStock: audit.InitialStock, FinalStock: audit.Stock, Orders: audit.Orders, UnitsSold: audit.UnitsSold,
+		Oversold: audit.Oversold, LostUpdates: audit.LostUpdates,
+		Seconds: elapsed.Seconds(), Throughput: float64(len(samples)) / elapsed.Seconds(),
+	}
+	hist := hdrhistogram.New(1, int64(10*time.Minute/time.Microsecond), 3)
+	for _, s := range samples {
+		_ = hist.RecordValue(max(1, s.latency.Microseconds()))
+		switch {
+		case s.status == http.StatusCreated:
+			row.Accepted++
+			row.Sales = append(row.Sales, Sale{AtMillis: ms(s.at), Remaining: s.remaining})
+		case s.code == "out_of_stock":
+			row.SoldOut++
+		default:
+			row.Errors++
+			row.ErrorCodes[s.code]++
+		}
+	}
+	// Buyers were turned away although a whole purchase was still in stock.
+	if row.SoldOut > 0 && row.FinalStock >= int64(cfg.Qty) {
+		row.Undersold = row.FinalStock
+	}
+	q := func(p float64) float64 { return float64(hist.ValueAtQuantile(p)) / 1000 }
+	row.P50, row.P95, row.P99, row.Max = q(50), q(95), q(99), float64(hist.Max())/1000
+	for _, p := range []float64{0, 10, 20, 30, 40, 50, 60, 70, 80, 90, 95, 97.5, 99, 99.5, 99.9, 100} {
+		row.Latency = append(row.Latency, LatencyPoint{Percentile: p, Millis: q(p)})
+	}
+	sort.Slice(row.Sales, func(i, j int) bool { return row.Sales[i].AtMillis < row.Sales[j].AtMillis })
+	return row
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -1,0 +1,129 @@
+package loadtest
+
+import (
+	"fmt"
+	"html"
+	"html/template"
+	"math"
+	"strings"
+)
+
+// The charts are plain SVG written here, so the report needs no script and no network to view.
+
+type series struct {
+	Name   string
+	Color  string
+	Dashed bool
+	Points [][2]float64
+}
+
+var palette = []string{"#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2"}
+
+const (
+	chartW, chartH                    = 560, 300
+	padLeft, padRight, padTop, padBot = 60, 16, 30, 44
+)
+
+// niceMax rounds v up to 1, 2 or 5 times a power of ten, for axis ticks.
+func niceMax(v float64) float64 {
+	if v <= 0 {
+		return 1
+	}
+	p := math.Pow(10, math.Floor(math.Log10(v)))
+	for _, m := range []float64{1, 2, 5, 10} {
+		if v <= m*p {
+			return m * p
+		}
+	}
+	return 10 * p
+}
+
+func fmtNum(v float64) string {
+	if v == math.Trunc(v) {
+		return fmt.Sprintf("%.0f", v)
+	}
+	return fmt.Sprintf("%.3g", v)
+}
+
+func axes(b *strings.Builder, title, xLabel, yLabel string, xMax, yMax float64) {
+	fmt.Fprintf(b, `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 %d %d" width="%d" height="%d" role="img" aria-label="%s">`,
+		chartW, chartH, chartW, chartH, html.EscapeString(title))
+	fmt.Fprintf(b, `<text x="%d" y="18" font-size="14" font-weight="bold">%s</text>`, padLeft, html.EscapeString(title))
+	x0, y0, x1, y1 := padLeft, chartH-padBot, chartW-padRight, padTop
+	for i := 0; i <= 4; i++ {
+		y := float64(y0) - float64(i)*float64(y0-y1)/4
+		fmt.Fprintf(b, `<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" stroke="#ddd"/>`, x0, x1, y, y)
+		fmt.Fprintf(b, `<text x="%d" y="%.1f" font-size="11" text-anchor="end">%s</text>`, x0-6, y+4, fmtNum(yMax*float64(i)/4))
+		x := float64(x0) + float64(i)*float64(x1-x0)/4
+		fmt.Fprintf(b, `<text x="%.1f" y="%d" font-size="11" text-anchor="middle">%s</text>`, x, y0+16, fmtNum(xMax*float64(i)/4))
+	}
+	fmt.Fprintf(b, `<line x1="%d" x2="%d" y1="%d" y2="%d" stroke="#333"/><line x1="%d" x2="%d" y1="%d" y2="%d" stroke="#333"/>`,
+		x0, x1, y0, y0, x0, x0, y0, y1)
+	fmt.Fprintf(b, `<text x="%d" y="%d" font-size="12" text-anchor="middle">%s</text>`, (x0+x1)/2, chartH-8, html.EscapeString(xLabel))
+	fmt.Fprintf(b, `<text transform="translate(14 %d) rotate(-90)" font-size="12" text-anchor="middle">%s</text>`, (y0+y1)/2, html.EscapeString(yLabel))
+}
+
+func lineChart(title, xLabel, yLabel string, ss []series) template.HTML {
+	xMax, yMax := 0.0, 0.0
+	for _, s := range ss {
+		for _, p := range s.Points {
+			xMax, yMax = math.Max(xMax, p[0]), math.Max(yMax, p[1])
+		}
+	}
+	xMax, yMax = niceMax(xMax), niceMax(yMax)
+	var b strings.Builder
+	axes(&b, title, xLabel, yLabel, xMax, yMax)
+	sx := func(v float64) float64 { return padLeft + v/xMax*float64(chartW-padLeft-padRight) }
+	sy := func(v float64) float64 { return float64(chartH-padBot) - v/yMax*float64(chartH-padBot-padTop) }
+	for i, s := range ss {
+		if len(s.Points) == 0 {
+			continue
+		}
+		pts := make([]string, len(s.Points))
+		for j, p := range s.Points {
+			pts[j] = fmt.Sprintf("%.1f,%.1f", sx(p[0]), sy(p[1]))
+		}
+		dash := ""
+		if s.Dashed {
+			dash = ` stroke-dasharray="6 4"`
+		}
+		fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="2"%s points="%s"/>`, s.Color, dash, strings.Join(pts, " "))
+		fmt.Fprintf(&b, `<rect x="%d" y="%d" width="10" height="10" fill="%s"/><text x="%d" y="%d" font-size="11">%s</text>`,
+			padLeft+8, padTop+4+i*15, s.Color, padLeft+22, padTop+13+i*15, html.EscapeString(s.Name))
+	}
+	b.WriteString(`</svg>`)
+	return template.HTML(b.String()) // #nosec: built from numbers and escaped names only
+}
+
+func barChart(title, yLabel string, groups []string, names []string, value func(group, name string) float64) template.HTML {
+	yMax := 0.0
+	for _, g := range groups {
+		for _, n := range names {
+			yMax = math.Max(yMax, value(g, n))
+		}
+	}
+	yMax = niceMax(yMax)
+	var b strings.Builder
+	axes(&b, title, "", yLabel, 0, yMax)
+	plotW := float64(chartW - padLeft - padRight)
+	groupW := plotW / float64(len(groups))
+	barW := groupW * 0.7 / float64(len(names))
+	for gi, g := range groups {
+		gx := float64(padLeft) + float64(gi)*groupW + groupW*0.15
+		for ni, n := range names {
+			v := value(g, n)
+			h := v / yMax * float64(chartH-padBot-padTop)
+			x := gx + float64(ni)*barW
+			fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s"><title>%s %s: %s</title></rect>`,
+				x, float64(chartH-padBot)-h, barW-2, h, palette[ni%len(palette)], html.EscapeString(g), html.EscapeString(n), fmtNum(v))
+			fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" font-size="11" text-anchor="middle">%s</text>`, x+barW/2-1, float64(chartH-padBot)-h-3, fmtNum(v))
+		}
+		fmt.Fprintf(&b, `<text x="%.1f" y="%d" font-size="12" text-anchor="middle">%s</text>`, gx+groupW*0.35, chartH-padBot+28, html.EscapeString(g))
+	}
+	for ni, n := range names {
+		fmt.Fprintf(&b, `<rect x="%d" y="%d" width="10" height="10" fill="%s"/><text x="%d" y="%d" font-size="11">%s</text>`,
+			chartW-170, padTop+4+ni*15, palette[ni%len(palette)], chartW-156, padTop+13+ni*15, html.EscapeString(n))
+	}
+	b.WriteString(`</svg>`)
+	return template.HTML(b.String()) // #nosec: built from numbers and escaped names only
+}
