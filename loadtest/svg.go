@@ -54,8 +54,10 @@ func axes(b *strings.Builder, title, xLabel, yLabel string, xMax, yMax float64) 
 		y := float64(y0) - float64(i)*float64(y0-y1)/4
 		fmt.Fprintf(b, `<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" stroke="#ddd"/>`, x0, x1, y, y)
 		fmt.Fprintf(b, `<text x="%d" y="%.1f" font-size="11" text-anchor="end">%s</text>`, x0-6, y+4, fmtNum(yMax*float64(i)/4))
-		x := float64(x0) + float64(i)*float64(x1-x0)/4
-		fmt.Fprintf(b, `<text x="%.1f" y="%d" font-size="11" text-anchor="middle">%s</text>`, x, y0+16, fmtNum(xMax*float64(i)/4))
+		if xMax > 0 { // bar charts have categories, not a scale, on x
+			x := float64(x0) + float64(i)*float64(x1-x0)/4
+			fmt.Fprintf(b, `<text x="%.1f" y="%d" font-size="11" text-anchor="middle">%s</text>`, x, y0+16, fmtNum(xMax*float64(i)/4))
+		}
 	}
 	fmt.Fprintf(b, `<line x1="%d" x2="%d" y1="%d" y2="%d" stroke="#333"/><line x1="%d" x2="%d" y1="%d" y2="%d" stroke="#333"/>`,
 		x0, x1, y0, y0, x0, x0, y0, y1)

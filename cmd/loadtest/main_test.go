@@ -1,0 +1,133 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/zkstock/zkstock/internal/ordertest"
+	"github.com/zkstock/zkstock/internal/testenv"
+	"github.com/zkstock/zkstock/loadtest"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m, "ZK_SERVERS", "MYSQL_DSN") }
+
+func targets(rs []*ordertest.Replica) string {
+	urls := make([]string, len(rs))
+	for i, r := range rs {
+		urls[i] = r.URL
+	}
+	return strings.Join(urls, ",")
+}
+
+func TestComparesNoneAndZK(t *testing.T) {
+	rs := ordertest.Start(t, 3, ordertest.Options{WorkDelay: 5 * time.Millisecond})
+	dir := t.TempDir()
+	jsonPath, htmlPath := filepath.Join(dir, "r.json"), filepath.Join(dir, "r.html")
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"-targets", targets(rs), "-sku", "LT-1", "-stock", "20", "-requests", "200",
+		"-concurrency", "50", "-modes", "none,zk", "-admin-token", ordertest.AdminToken, "-json", jsonPath, "-html", htmlPath}, &stdout, &stderr)
+	t.Logf("table:\n%s", stdout.String())
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	var rep loadtest.Report
+	raw, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Rows) != 2 || rep.Rows[0].Mode != "none" || rep.Rows[1].Mode != "zk" {
+		t.Fatalf("rows %+v", rep.Rows)
+	}
+	none, zk := rep.Rows[0], rep.Rows[1]
+	if none.Oversold == 0 && none.LostUpdates == 0 {
+		t.Fatalf("mode none reported no oversell and no lost update: %+v", none)
+	}
+	if zk.Oversold != 0 || zk.LostUpdates != 0 || zk.Undersold != 0 || zk.FinalStock != 0 || zk.Accepted != 20 || zk.SoldOut != 180 || zk.Errors != 0 {
+		t.Fatalf("mode zk is not exact: %+v", zk)
+	}
+	// The report's last row is what the database says now.
+	a, err := rs[0].Store.Audit(context.Background(), "LT-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Stock != zk.FinalStock || a.Orders != zk.Orders || a.UnitsSold != zk.UnitsSold || a.InitialStock != zk.InitialStock || int64(zk.Accepted) != a.Orders {
+		t.Fatalf("JSON %+v does not match the audit %+v", zk, a)
+	}
+	if rep.Command == "" || rep.Machine.CPUs == 0 || rep.Date == "" {
+		t.Fatalf("report lacks how to reproduce it: %q %+v %q", rep.Command, rep.Machine, rep.Date)
+	}
+	for _, want := range []string{"oversold", "lost updates", "none", "zk"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Fatalf("table lacks %q", want)
+		}
+	}
+	html, err := os.ReadFile(htmlPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"<svg", "mode none: stock and sales", "mode zk: stock and sales", "Latency by percentile"} {
+		if !bytes.Contains(html, []byte(want)) {
+			t.Fatalf("HTML report lacks %q", want)
+		}
+	}
+	for _, banned := range []string{"<script src", "http://", "https://", "<link"} {
+		if bytes.Contains(bytes.ReplaceAll(html, []byte(`xmlns="http://www.w3.org/2000/svg"`), nil), []byte(banned)) {
+			t.Fatalf("HTML report is not self-contained: it has %q", banned)
+		}
+	}
+	if os.Getenv("LOADTEST_REPORT_OUT") != "" {
+		_ = os.WriteFile(os.Getenv("LOADTEST_REPORT_OUT"), html, 0o644)
+	}
+}
+
+// A replica set that stays in mode none while claiming to switch: the check must catch it.
+func TestFailsWhenALockedModeOversells(t *testing.T) {
+	liar := func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodPut && r.URL.Path == "/admin/lock-mode" {
+				_, _ = io.Copy(io.Discard, r.Body)
+				w.Header().Set("Content-Type", "application/json")
+				_, _ = w.Write([]byte(`{"mode":"zk"}`))
+				return
+			}
+			h.ServeHTTP(w, r)
+		})
+	}
+	rs := ordertest.Start(t, 3, ordertest.Options{Mode: "none", WorkDelay: 5 * time.Millisecond, Wrap: liar})
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"-targets", targets(rs), "-sku", "LT-2", "-stock", "20", "-requests", "200",
+		"-concurrency", "50", "-modes", "zk", "-admin-token", ordertest.AdminToken}, &stdout, &stderr)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1; stderr: %s", code, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "mode zk is not exact") {
+		t.Fatalf("stderr does not say why: %s", stderr.String())
+	}
+}
+
+func TestUsage(t *testing.T) {
+	for _, args := range [][]string{{"-requests", "0"}, {"-targets", "ftp://x"}, {"-modes", ""}, {"-concurrency", "x"}, {"stray"}} {
+		var stdout, stderr bytes.Buffer
+		if code := run(context.Background(), args, &stdout, &stderr); code != 2 {
+			t.Errorf("%v: exit %d, want 2", args, code)
+		}
+		if !strings.Contains(stderr.String(), "usage: loadtest") {
+			t.Errorf("%v: no usage message: %s", args, stderr.String())
+		}
+	}
+	var stderr bytes.Buffer
+	if code := run(context.Background(), []string{"-h"}, io.Discard, &stderr); code != 0 || !strings.Contains(stderr.String(), "-modes") {
+		t.Errorf("-h: exit %d, %s", code, stderr.String())
+	}
+}
