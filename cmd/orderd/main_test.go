@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -226,5 +227,24 @@ func TestGracefulShutdownUnderLoad(t *testing.T) {
 	}
 	if !found {
 		t.Fatal("no purchase log line")
+	}
+}
+
+func TestProbe(t *testing.T) {
+	bin := buildOrderd(t)
+	ok := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/readyz" {
+			http.NotFound(w, r)
+		}
+	}))
+	defer ok.Close()
+	if err := exec.Command(bin, "probe", ok.URL+"/readyz").Run(); err != nil {
+		t.Fatalf("probe of a ready replica: %v", err)
+	}
+	if err := exec.Command(bin, "probe", ok.URL+"/other").Run(); err == nil {
+		t.Fatal("probe of a 404 succeeded")
+	}
+	if err := exec.Command(bin, "probe", "http://"+freeAddr(t)+"/readyz").Run(); err == nil {
+		t.Fatal("probe of nothing succeeded")
 	}
 }

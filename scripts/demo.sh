@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# The three-replica demo on local processes: what `docker compose up` runs, without Docker.
+#
+#   scripts/demo.sh run [loadtest flags]   start everything, compare modes none and zk, write the
+#                                          report to out/, stop everything (also on Ctrl-C or failure)
+#   scripts/demo.sh up DIR                 start ZooKeeper, MariaDB and orderd order1..order3 on
+#                                          127.0.0.1:8081..8083; write DIR/env.sh for the tutorials
+#   scripts/demo.sh down DIR               stop what `up DIR` started
+#
+# With ZK_SERVERS and MYSQL_DSN already set, `up` uses those servers instead of starting its own.
+# DEMO_WORK_DELAY (default 5ms) is the replicas' simulated work inside the critical section.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+PORTS=(8081 8082 8083)
+
+log() { printf 'demo: %s\n' "$*" >&2; }
+die() { log "$*"; exit 1; }
+
+port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+wait_ready() { # wait_ready URL SECONDS LOGFILE
+	local deadline=$((SECONDS + $2))
+	until curl -fsS -o /dev/null "$1/readyz" 2>/dev/null; do
+		if [ $SECONDS -ge $deadline ]; then
+			tail -20 "$3" >&2
+			die "replica at $1 did not become ready"
+		fi
+		sleep 0.2
+	done
+}
+
+cmd_up() {
+	local dir=$1
+	mkdir -p "$dir"
+	dir=$(cd "$dir" && pwd)
+	for p in "${PORTS[@]}"; do
+		port_in_use "$p" && die "port $p is in use: stop what listens there (a running demo? scripts/demo.sh down DIR)"
+	done
+	command -v curl >/dev/null || die "curl is needed"
+	if [ -n "${ZK_SERVERS:-}" ] && [ -n "${MYSQL_DSN:-}" ]; then
+		log "using the servers in ZK_SERVERS and MYSQL_DSN"
+		printf 'export ZK_SERVERS=%q\nexport MYSQL_DSN=%q\n' "$ZK_SERVERS" "$MYSQL_DSN" >"$dir/servers.env"
+	else
+		"$ROOT/scripts/servers.sh" start "$dir/servers" --no-ensemble
+		cp "$dir/servers/env.sh" "$dir/servers.env"
+	fi
+	# shellcheck disable=SC1091
+	. "$dir/servers.env"
+
+	log "building orderd, loadtest and lockdemo"
+	mkdir -p "$dir/bin"
+	(cd "$ROOT" && go build -o "$dir/bin/" ./cmd/orderd ./cmd/loadtest ./cmd/lockdemo)
+
+	local i=0
+	for p in "${PORTS[@]}"; do
+		i=$((i + 1))
+		HTTP_ADDR=127.0.0.1:$p REPLICA_ID=order$i ZK_SERVERS=$ZK_SERVERS MYSQL_DSN=$MYSQL_DSN ADMIN_TOKEN=demo \
+			WORK_DELAY=${DEMO_WORK_DELAY:-5ms} ZK_SESSION_TIMEOUT=${DEMO_SESSION_TIMEOUT:-4s} \
+			setsid "$dir/bin/orderd" >"$dir/order$i.log" 2>&1 </dev/null &
+		echo $! >"$dir/order$i.pid"
+	done
+	i=0
+	for p in "${PORTS[@]}"; do
+		i=$((i + 1))
+		wait_ready "http://127.0.0.1:$p" 60 "$dir/order$i.log"
+		log "order$i ready on http://127.0.0.1:$p"
+	done
+	cat >"$dir/env.sh" <<EOF
+. "$dir/servers.env"
+export DEMO_DIR="$dir"
+export ADMIN_TOKEN=demo
+export PATH="$dir/bin:\$PATH"
+EOF
+	log "ready: source $dir/env.sh"
+}
+
+cmd_down() {
+	local dir=$1 f pid
+	[ -d "$dir" ] || return 0
+	for f in "$dir"/order*.pid; do
+		[ -f "$f" ] || continue
+		pid=$(cat "$f")
+		kill "$pid" 2>/dev/null || true
+		for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+		kill -9 "$pid" 2>/dev/null || true
+		rm -f "$f"
+	done
+	if [ -d "$dir/servers" ]; then
+		"$ROOT/scripts/servers.sh" stop "$dir/servers"
+	fi
+}
+
+cmd_run() {
+	RUN_DIR=$(mktemp -d "${TMPDIR:-/tmp}/zkstock-demo.XXXXXX")
+	trap 'cmd_down "$RUN_DIR"; rm -rf "$RUN_DIR"' EXIT
+	trap 'exit 130' INT TERM
+	cmd_up "$RUN_DIR"
+	mkdir -p "$ROOT/out"
+	"$RUN_DIR/bin/loadtest" -targets http://127.0.0.1:8081,http://127.0.0.1:8082,http://127.0.0.1:8083 \
+		-admin-token demo -modes none,zk \
+		-json "$ROOT/out/demo-report.json" -html "$ROOT/out/demo-report.html" -markdown "$ROOT/out/demo-table.md" "$@"
+}
+
+case "${1:-}" in
+up) [ $# -eq 2 ] || { sed -n '2,13p' "$0" >&2; exit 2; }; cmd_up "$2" ;;
+down) [ $# -eq 2 ] || { sed -n '2,13p' "$0" >&2; exit 2; }; cmd_down "$2" ;;
+run) shift; cmd_run "$@" ;;
+*) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+esac
