@@ -6,6 +6,8 @@
 #   scripts/demo.sh up DIR                 start ZooKeeper, MariaDB and orderd order1..order3 on
 #                                          127.0.0.1:8081..8083; write DIR/env.sh for the tutorials
 #   scripts/demo.sh down DIR               stop what `up DIR` started
+#   scripts/demo.sh replica DIR N [VAR=value ...]
+#                                          (re)start replica N of a running demo, with extra settings
 #
 # With ZK_SERVERS and MYSQL_DSN already set, `up` uses those servers instead of starting its own.
 # DEMO_WORK_DELAY (default 5ms) is the replicas' simulated work inside the critical section.
@@ -13,6 +15,8 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PORTS=(8081 8082 8083)
+
+usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0" >&2; exit 2; }
 
 log() { printf 'demo: %s\n' "$*" >&2; }
 die() { log "$*"; exit 1; }
@@ -52,20 +56,8 @@ cmd_up() {
 	mkdir -p "$dir/bin"
 	(cd "$ROOT" && go build -o "$dir/bin/" ./cmd/orderd ./cmd/loadtest ./cmd/lockdemo)
 
-	local i=0
-	for p in "${PORTS[@]}"; do
-		i=$((i + 1))
-		HTTP_ADDR=127.0.0.1:$p REPLICA_ID=order$i ZK_SERVERS=$ZK_SERVERS MYSQL_DSN=$MYSQL_DSN ADMIN_TOKEN=demo \
-			WORK_DELAY=${DEMO_WORK_DELAY:-5ms} ZK_SESSION_TIMEOUT=${DEMO_SESSION_TIMEOUT:-4s} \
-			setsid "$dir/bin/orderd" >"$dir/order$i.log" 2>&1 </dev/null &
-		echo $! >"$dir/order$i.pid"
-	done
-	i=0
-	for p in "${PORTS[@]}"; do
-		i=$((i + 1))
-		wait_ready "http://127.0.0.1:$p" 60 "$dir/order$i.log"
-		log "order$i ready on http://127.0.0.1:$p"
-	done
+	for i in 1 2 3; do start_replica "$dir" "$i"; done
+	for i in 1 2 3; do wait_replica "$dir" "$i"; done
 	cat >"$dir/env.sh" <<EOF
 . "$dir/servers.env"
 export DEMO_DIR="$dir"
@@ -75,17 +67,53 @@ EOF
 	log "ready: source $dir/env.sh"
 }
 
-cmd_down() {
-	local dir=$1 f pid
-	[ -d "$dir" ] || return 0
-	for f in "$dir"/order*.pid; do
-		[ -f "$f" ] || continue
-		pid=$(cat "$f")
-		kill "$pid" 2>/dev/null || true
-		for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-		kill -9 "$pid" 2>/dev/null || true
-		rm -f "$f"
+# start_replica DIR N [VAR=value ...]: orderN on 127.0.0.1:808N, logging to DIR/orderN.log.
+start_replica() {
+	local dir=$1 i=$2
+	shift 2
+	# shellcheck disable=SC1091
+	. "$dir/servers.env"
+	env HTTP_ADDR="127.0.0.1:${PORTS[$((i - 1))]}" REPLICA_ID="order$i" ZK_SERVERS="$ZK_SERVERS" MYSQL_DSN="$MYSQL_DSN" \
+		ADMIN_TOKEN=demo WORK_DELAY="${DEMO_WORK_DELAY:-5ms}" ZK_SESSION_TIMEOUT="${DEMO_SESSION_TIMEOUT:-4s}" "$@" \
+		setsid "$dir/bin/orderd" >>"$dir/order$i.log" 2>&1 </dev/null &
+	echo $! >"$dir/order$i.pid"
+}
+
+wait_replica() {
+	local dir=$1 i=$2
+	wait_ready "http://127.0.0.1:${PORTS[$((i - 1))]}" 60 "$dir/order$i.log"
+	log "order$i ready on http://127.0.0.1:${PORTS[$((i - 1))]}"
+}
+
+stop_replica() {
+	local f=$1/order$2.pid pid
+	[ -f "$f" ] || return 0
+	pid=$(cat "$f")
+	kill "$pid" 2>/dev/null || true
+	for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+	kill -9 "$pid" 2>/dev/null || true
+	rm -f "$f"
+}
+
+cmd_replica() {
+	local dir=$1 i=$2
+	shift 2
+	case "$i" in 1 | 2 | 3) ;; *) die "replica: N is 1, 2 or 3" ;; esac
+	[ -f "$dir/servers.env" ] || die "no demo in $dir: run scripts/demo.sh up $dir first"
+	stop_replica "$dir" "$i"
+	local deadline=$((SECONDS + 10))
+	while port_in_use "${PORTS[$((i - 1))]}"; do
+		[ $SECONDS -lt $deadline ] || die "port ${PORTS[$((i - 1))]} stays in use"
+		sleep 0.1
 	done
+	start_replica "$dir" "$i" "$@"
+	wait_replica "$dir" "$i"
+}
+
+cmd_down() {
+	local dir=$1
+	[ -d "$dir" ] || return 0
+	for i in 1 2 3; do stop_replica "$dir" "$i"; done
 	if [ -d "$dir/servers" ]; then
 		"$ROOT/scripts/servers.sh" stop "$dir/servers"
 	fi
@@ -103,8 +131,9 @@ cmd_run() {
 }
 
 case "${1:-}" in
-up) [ $# -eq 2 ] || { sed -n '2,13p' "$0" >&2; exit 2; }; cmd_up "$2" ;;
-down) [ $# -eq 2 ] || { sed -n '2,13p' "$0" >&2; exit 2; }; cmd_down "$2" ;;
+up) [ $# -eq 2 ] || usage; cmd_up "$2" ;;
+down) [ $# -eq 2 ] || usage; cmd_down "$2" ;;
 run) shift; cmd_run "$@" ;;
-*) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+replica) [ $# -ge 3 ] || usage; shift; cmd_replica "$@" ;;
+*) usage ;;
 esac
