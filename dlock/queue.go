@@ -32,6 +32,7 @@ func (c *Client) Queue(ctx context.Context, path string) ([]QueueEntry, error) {
 		return nil, fmt.Errorf("dlock: queue %s: %w", path, err)
 	}
 	queue := parseQueue(kids)
+	live := make([]lockNode, 0, len(queue))
 	out := make([]QueueEntry, 0, len(queue))
 	for _, n := range queue {
 		node, err := retry(ctx, c, func() (getResult, error) {
@@ -45,10 +46,13 @@ func (c *Client) Queue(ctx context.Context, path string) ([]QueueEntry, error) {
 		if err != nil {
 			return nil, fmt.Errorf("dlock: queue %s: %w", path, err)
 		}
-		out = append(out, QueueEntry{
-			Node: n.name, Kind: string(n.kind), Seq: n.seq, Owner: string(node.data), Token: node.stat.Czxid,
-			Holder: len(blockers(queue, n)) == 0,
-		})
+		live = append(live, n)
+		out = append(out, QueueEntry{Node: n.name, Kind: string(n.kind), Seq: n.seq, Owner: string(node.data), Token: node.stat.Czxid})
+	}
+	// Who holds is judged among the nodes still there when read: a holder that released while
+	// the queue was being read has handed the lock on.
+	for i, n := range live {
+		out[i].Holder = len(blockers(live, n)) == 0
 	}
 	return out, nil
 }

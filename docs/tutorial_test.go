@@ -1,5 +1,5 @@
-// Package docs holds no code: its test runs the commands of the tutorials and of make demo
-// against local processes, so that the docs stay true.
+// Package docs holds no code: its test runs the commands of the tutorials, of the README's API
+// walkthrough and of make demo against local processes, so that the docs stay true.
 package docs_test
 
 import (
@@ -109,6 +109,7 @@ func TestTutorials(t *testing.T) {
 		t.Fatalf("tutorial pages: %v %v", pages, err)
 	}
 	sort.Strings(pages)
+	pages = append(pages, filepath.Join(root, "README.md"))
 	for _, page := range pages {
 		steps := parseSteps(t, page)
 		if len(steps) == 0 {
