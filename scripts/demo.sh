@@ -41,7 +41,12 @@ cmd_up() {
 	for p in "${PORTS[@]}"; do
 		port_in_use "$p" && die "port $p is in use: stop what listens there (a running demo? scripts/demo.sh down DIR)"
 	done
-	command -v curl >/dev/null || die "curl is needed"
+	if ! command -v curl >/dev/null; then
+		log "installing curl"
+		local sudo=()
+		[ "$(id -u)" -eq 0 ] || sudo=(sudo)
+		"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq curl >/dev/null || die "curl is needed"
+	fi
 	if [ -n "${ZK_SERVERS:-}" ] && [ -n "${MYSQL_DSN:-}" ]; then
 		log "using the servers in ZK_SERVERS and MYSQL_DSN"
 		printf 'export ZK_SERVERS=%q\nexport MYSQL_DSN=%q\n' "$ZK_SERVERS" "$MYSQL_DSN" >"$dir/servers.env"

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Installs the Debian tools the tests use beyond the servers, when missing:
-# chromium (renders the load test's HTML report) and docker-compose (validates docker-compose.yml).
+# Installs the Debian tools the tests use beyond the servers, when missing: chromium (renders the
+# load test's HTML report), docker-compose (validates docker-compose.yml) and curl (the demo and the
+# tutorials).
 set -euo pipefail
 missing=()
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v docker-compose >/dev/null 2>&1 || missing+=(docker-compose)
+command -v curl >/dev/null 2>&1 || missing+=(curl)
 [ ${#missing[@]} -eq 0 ] && exit 0
 echo "ensure-tools: installing ${missing[*]}" >&2
 sudo=()
