@@ -4,12 +4,15 @@
 #   scripts/servers.sh start DIR [--no-ensemble]   start servers, write DIR/env.sh
 #   scripts/servers.sh stop DIR                    stop them and remove DIR
 #   scripts/servers.sh run [--no-ensemble] -- CMD  start, run CMD with the servers' env, stop
+#   scripts/servers.sh stop-server SERVER_DIR      stop one server (a ZK_DIR, a peer of
+#                                                  ZK_ENSEMBLE_DIRS, or MYSQL_DIR) for fault tests
+#   scripts/servers.sh start-server SERVER_DIR     start it again on the same port and data
 #
 # DIR/env.sh exports:
 #   ZK_SERVERS    one standalone ZooKeeper (tickTime 500 ms: sessions may be as short as 1 s)
 #   ZK_ENSEMBLE   three ZooKeeper peers in one quorum, comma-separated client addresses
 #   MYSQL_DSN     root on a fresh MariaDB, database zkstock
-#   ZK_DIR, ZK_ENSEMBLE_DIRS, MYSQL_DIR, MYSQL_PORT, MYSQL_SOCKET  for tests that restart servers
+#   ZK_DIR, ZK_ENSEMBLE_DIRS, MYSQL_DIR, MYSQL_PORT  for tests that restart servers
 #
 # Missing Debian packages (zookeeper, mariadb-server) are installed first.
 set -euo pipefail
@@ -71,6 +74,7 @@ zk_ok() { # zk_ok PORT: the server answers and serves requests (not just "imok" 
 }
 
 start_java() { # start_java DIR MAINCLASS CFG
+	echo "$2" >"$1/main"
 	(cd "$1" && exec setsid java "${JAVA_OPTS_TEST[@]}" -Dzookeeper.log.dir="$1" -cp "$ZK_CP" "$2" "$3" >"$1/server.log" 2>&1 </dev/null) &
 	echo $! >"$1/pid"
 }
@@ -237,7 +241,7 @@ cmd_run() {
 }
 
 usage() {
-	sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//' >&2
+	awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0" >&2
 	exit 2
 }
 
@@ -245,6 +249,16 @@ case "${1:-}" in
 start) [ $# -ge 2 ] || usage; shift; cmd_start "$@" ;;
 stop) [ $# -eq 2 ] || usage; cmd_stop "$2" ;;
 run) shift; cmd_run "$@" ;;
-start-mysqld) [ $# -eq 2 ] || usage; start_mysqld "$2" ;;
+stop-server) [ $# -eq 2 ] || usage; stop_pidfile "$2/pid" ;;
+start-server)
+	[ $# -eq 2 ] || usage
+	if [ -f "$2/zoo.cfg" ]; then
+		start_java "$2" "$(cat "$2/main")" "$2/zoo.cfg"
+	elif [ -f "$2/my.cnf" ]; then
+		start_mysqld "$2"
+	else
+		die "start-server: $2 is not a server directory of this script"
+	fi
+	;;
 *) usage ;;
 esac
