@@ -18,6 +18,13 @@ import (
 // Main runs the package's tests. Without servers it runs nothing and says why (a failure under
 // CI=true), so that plain `go test ./...` on a bare machine does not drown in skips.
 func Main(m *testing.M, vars ...string) {
+	Require(vars...)
+	os.Exit(m.Run())
+}
+
+// Require ends the test binary before any test runs when a variable is missing: with success and
+// a hint locally, with a failure under CI=true.
+func Require(vars ...string) {
 	for _, v := range vars {
 		if os.Getenv(v) == "" {
 			msg := fmt.Sprintf("%s is not set: run `make test`, or scripts/servers.sh run -- go test ./...", v)
@@ -29,7 +36,6 @@ func Main(m *testing.M, vars ...string) {
 			os.Exit(0)
 		}
 	}
-	os.Exit(m.Run())
 }
 
 // InCI reports whether missing servers must fail the run rather than skip it.
