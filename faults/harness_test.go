@@ -189,7 +189,8 @@ func reset(t *testing.T, r *replica, sku string, stock int) {
 type outcome struct {
 	status int // 0: the connection was cut
 	code   string
-	at     time.Time
+	at     time.Time     // when the answer came
+	took   time.Duration // how long it took
 }
 
 // buyers fire purchases until stopped, round-robin over the replicas, each with a unique
@@ -215,10 +216,11 @@ func startBuyers(rs []*replica, sku string, n int, pause time.Duration) *buyers 
 				}
 				r := rs[(g+i)%len(rs)]
 				key := fmt.Sprintf("%s-b%d-%d", r.name, g, i)
+				start := time.Now()
 				st, m := call("POST", r.url+"/v1/orders", fmt.Sprintf(`{"sku":%q,"qty":1}`, sku), "Idempotency-Key", key)
 				code, _ := m["code"].(string)
 				b.mu.Lock()
-				b.outcomes[key] = outcome{status: st, code: code, at: time.Now()}
+				b.outcomes[key] = outcome{status: st, code: code, at: time.Now(), took: time.Since(start)}
 				b.mu.Unlock()
 				if st == 0 || st >= 500 {
 					time.Sleep(50 * time.Millisecond)
@@ -387,4 +389,26 @@ func writeReliabilityTable() {
 		return
 	}
 	fmt.Fprintf(os.Stderr, "reliability table written to %s\n%s", path, b.String())
+}
+
+// checkTokensGrow: orders are inserted inside the critical section, so with one holder at a time
+// their fencing tokens grow with their ids. Two overlapping holders would break the order.
+func checkTokensGrow(t *testing.T, dsn, sku string) {
+	t.Helper()
+	ctx := context.Background()
+	store, err := inventory.Open(ctx, dsn, inventory.PoolOptions{MaxOpen: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	orders, err := store.Orders(ctx, sku)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i < len(orders); i++ {
+		if orders[i].FenceToken <= orders[i-1].FenceToken {
+			t.Fatalf("order %d has token %d after order %d with %d: two holders overlapped",
+				orders[i].ID, orders[i].FenceToken, orders[i-1].ID, orders[i-1].FenceToken)
+		}
+	}
 }

@@ -1,0 +1,261 @@
+package faults
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/zkstock/zkstock/internal/testenv"
+)
+
+func serversScript(t *testing.T, args ...string) {
+	t.Helper()
+	out, err := exec.Command("../scripts/servers.sh", args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("servers.sh %v: %v\n%s", args, err, out)
+	}
+}
+
+func ensembleDirs(t *testing.T) []string {
+	t.Helper()
+	dirs := strings.Split(os.Getenv("ZK_ENSEMBLE_DIRS"), ",")
+	if len(dirs) != 3 {
+		t.Fatalf("ZK_ENSEMBLE_DIRS %q: want three peers", os.Getenv("ZK_ENSEMBLE_DIRS"))
+	}
+	return dirs
+}
+
+// zkMode asks a peer for its role with the srvr four-letter word.
+func zkMode(addr string) string {
+	out, err := exec.Command("bash", "-c", fmt.Sprintf("exec 3<>/dev/tcp/%s/%s; printf srvr >&3; timeout 2 cat <&3",
+		strings.Split(addr, ":")[0], strings.Split(addr, ":")[1])).Output()
+	if err != nil {
+		return ""
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if m, ok := strings.CutPrefix(line, "Mode: "); ok {
+			return strings.TrimSpace(m)
+		}
+	}
+	return ""
+}
+
+func waitServing(t *testing.T, addrs []string, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for _, a := range addrs {
+		for m := zkMode(a); m != "leader" && m != "follower" && m != "standalone"; m = zkMode(a) {
+			if time.Now().After(deadline) {
+				t.Fatalf("ZooKeeper %s not serving (mode %q)", a, m)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+}
+
+func pidOf(t *testing.T, dir string) int {
+	t.Helper()
+	b, err := os.ReadFile(dir + "/pid")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pid
+}
+
+// longestGap is the longest time without a 201 between from and to.
+func longestGap(outcomes map[string]outcome, from, to time.Time) time.Duration {
+	times := []time.Time{from}
+	for _, o := range outcomes {
+		if o.status == 201 && o.at.After(from) && o.at.Before(to) {
+			times = append(times, o.at)
+		}
+	}
+	times = append(times, to)
+	sort.Slice(times, func(i, j int) bool { return times[i].Before(times[j]) })
+	var gap time.Duration
+	for i := 1; i < len(times); i++ {
+		gap = max(gap, times[i].Sub(times[i-1]))
+	}
+	return gap
+}
+
+// Scenario 3: kill -9 the ZooKeeper leader under load.
+func TestZooKeeperLeaderKilled(t *testing.T) {
+	ensemble, dirs := testenv.ZKEnsemble(t), ensembleDirs(t)
+	waitServing(t, ensemble, 60*time.Second)
+	leader := -1
+	for i, a := range ensemble {
+		if zkMode(a) == "leader" {
+			leader = i
+		}
+	}
+	if leader < 0 {
+		t.Fatal("no leader in the ensemble")
+	}
+	dsn := testenv.MySQLDatabase(t)
+	rs := startReplicas(t, 3, dsn, ensemble, "ZK_SESSION_TIMEOUT=6s", "WORK_DELAY=20ms", "LOCK_TIMEOUT=20s")
+	sku := "F-LEADER"
+	reset(t, rs[0], sku, 100000)
+	b := startBuyers(rs, sku, 6, 0)
+	time.Sleep(2 * time.Second)
+	killedAt := time.Now()
+	if err := syscall.Kill(pidOf(t, dirs[leader]), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(10 * time.Second)
+	end := time.Now()
+	outcomes := b.halt()
+	serversScript(t, "start-server", dirs[leader])
+	waitServing(t, ensemble, 60*time.Second)
+
+	if _, ok := firstSuccessAfter(outcomes, killedAt.Add(500*time.Millisecond)); !ok {
+		t.Fatal("purchases did not resume after the leader died")
+	}
+	stall := longestGap(outcomes, killedAt, end)
+	a, codes := verdict(t, dsn, sku, outcomes, true)
+	checkTokensGrow(t, dsn, sku)
+	t.Logf("leader peer %d killed; longest pause %v; answers %v; audit %+v", leader+1, stall, codes, a)
+	record(reliabilityRow{"3. ZooKeeper leader killed", fmt.Sprintf("`kill -9` of the leader of the 3-peer ensemble under load (6 buyers, 3 replicas)"),
+		fmt.Sprintf("purchases paused during the election and resumed; no two holders (fencing tokens grow with every order); answers %s", fmtCodes(codes)),
+		fmt.Sprintf("%.1f s longest pause", stall.Seconds()), fmtAudit(a)})
+}
+
+// Scenario 4: the whole ensemble down for 20 s under load.
+func TestZooKeeperDownUnderLoad(t *testing.T) {
+	ensemble, dirs := testenv.ZKEnsemble(t), ensembleDirs(t)
+	waitServing(t, ensemble, 60*time.Second)
+	dsn := testenv.MySQLDatabase(t)
+	const lockTimeout = 2 * time.Second
+	rs := startReplicas(t, 3, dsn, ensemble, "ZK_SESSION_TIMEOUT=6s", "WORK_DELAY=20ms", "LOCK_TIMEOUT=2s")
+	sku := "F-ZKDOWN"
+	reset(t, rs[0], sku, 100000)
+	b := startBuyers(rs, sku, 6, 0)
+	time.Sleep(2 * time.Second)
+	downAt := time.Now()
+	for _, d := range dirs {
+		serversScript(t, "stop-server", d)
+	}
+	time.Sleep(lockTimeout + time.Second)
+	st, _ := call("GET", rs[1].url+"/readyz", "")
+	if st != 503 {
+		t.Errorf("readyz answered %d while ZooKeeper was down", st)
+	}
+	duringFrom := time.Now()
+	time.Sleep(20*time.Second - (lockTimeout + time.Second))
+	upAt := time.Now()
+	during := b.snapshot()
+	for _, d := range dirs {
+		serversScript(t, "start-server", d)
+	}
+	waitServing(t, ensemble, 60*time.Second)
+	deadline := time.Now().Add(30 * time.Second)
+	var back time.Time
+	for {
+		if at, ok := firstSuccessAfter(b.snapshot(), upAt); ok {
+			back = at
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no purchase succeeded after ZooKeeper came back, without restarting the replicas")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	time.Sleep(2 * time.Second)
+	outcomes := b.halt()
+	for _, r := range rs {
+		r.waitReady(30 * time.Second)
+	}
+
+	var failedFast, sold int
+	var slowest time.Duration
+	for _, o := range during {
+		if o.at.After(duringFrom) && o.at.Before(upAt) {
+			if o.status == 201 {
+				sold++
+			}
+			if o.status == 503 {
+				failedFast++
+				slowest = max(slowest, o.took)
+			}
+		}
+	}
+	if slowest > lockTimeout+2*time.Second {
+		t.Errorf("a 503 took %v with LOCK_TIMEOUT %v", slowest, lockTimeout)
+	}
+	if sold != 0 {
+		t.Errorf("%d purchases succeeded while ZooKeeper was down", sold)
+	}
+	if failedFast == 0 {
+		t.Error("no purchase was refused while ZooKeeper was down")
+	}
+	a, codes := verdict(t, dsn, sku, outcomes, true)
+	t.Logf("down %v; %d clean 503s while down; first sale %v after restart; answers %v; audit %+v",
+		upAt.Sub(downAt).Round(time.Second), failedFast, back.Sub(upAt), codes, a)
+	record(reliabilityRow{"4. ZooKeeper fully down", fmt.Sprintf("all 3 peers stopped for %.0f s under load (LOCK_TIMEOUT 2 s)", upAt.Sub(downAt).Seconds()),
+		fmt.Sprintf("%d purchases answered 503 lock_unavailable, the slowest after %.1f s; none sold; /readyz 503; recovered without restarting replicas", failedFast, slowest.Seconds()),
+		fmt.Sprintf("%.1f s from restart to the first sale", back.Sub(upAt).Seconds()), fmtAudit(a)})
+}
+
+// Scenario 5: MariaDB restarted under load.
+func TestMySQLRestartUnderLoad(t *testing.T) {
+	myDir := os.Getenv("MYSQL_DIR")
+	dsn := testenv.MySQLDatabase(t)
+	rs := startReplicas(t, 3, dsn, testenv.ZKEnsemble(t), "ZK_SESSION_TIMEOUT=6s", "WORK_DELAY=20ms", "LOCK_TIMEOUT=5s")
+	sku := "F-DBDOWN"
+	reset(t, rs[0], sku, 100000)
+	b := startBuyers(rs, sku, 6, 0)
+	time.Sleep(2 * time.Second)
+	downAt := time.Now()
+	serversScript(t, "stop-server", myDir)
+	time.Sleep(5 * time.Second)
+	if st, _ := call("GET", rs[0].url+"/readyz", ""); st != 503 {
+		t.Errorf("readyz answered %d while the database was down", st)
+	}
+	upAt := time.Now()
+	serversScript(t, "start-server", myDir)
+	deadline := time.Now().Add(60 * time.Second)
+	var back time.Time
+	for {
+		if at, ok := firstSuccessAfter(b.snapshot(), upAt); ok {
+			back = at
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no purchase succeeded after the database came back")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	time.Sleep(2 * time.Second)
+	outcomes := b.halt()
+	a, codes := verdict(t, dsn, sku, outcomes, true)
+	if holder := lockHolder(rs[0], sku); holder != "" {
+		t.Errorf("lock still held by %s after the load stopped", holder)
+	}
+	t.Logf("down %v; back after %v; answers %v; audit %+v", upAt.Sub(downAt).Round(100*time.Millisecond), back.Sub(upAt), codes, a)
+	record(reliabilityRow{"5. MariaDB restarted", fmt.Sprintf("mariadbd stopped for %.0f s under load, then started again", upAt.Sub(downAt).Seconds()),
+		fmt.Sprintf("clean 503s while down (%s), no partial order, locks released, recovered without restarting replicas", fmtCodes(codes)),
+		fmt.Sprintf("%.1f s from restart to the first sale", back.Sub(upAt).Seconds()), fmtAudit(a)})
+}
+
+func fmtCodes(codes map[string]int) string {
+	var keys []string
+	for k := range codes {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s ×%d", k, codes[k])
+	}
+	return strings.Join(parts, ", ")
+}
