@@ -78,10 +78,13 @@ start_replica() {
 	shift 2
 	# shellcheck disable=SC1091
 	. "$dir/servers.env"
+	# setsid keeps a Ctrl-C in the terminal from reaching the replicas (the trap stops them); the
+	# process writes its own pid, as setsid may fork.
 	env HTTP_ADDR="127.0.0.1:${PORTS[$((i - 1))]}" REPLICA_ID="order$i" ZK_SERVERS="$ZK_SERVERS" MYSQL_DSN="$MYSQL_DSN" \
 		ADMIN_TOKEN=demo WORK_DELAY="${DEMO_WORK_DELAY:-5ms}" ZK_SESSION_TIMEOUT="${DEMO_SESSION_TIMEOUT:-4s}" "$@" \
-		setsid "$dir/bin/orderd" >>"$dir/order$i.log" 2>&1 </dev/null &
-	echo $! >"$dir/order$i.pid"
+		setsid bash -c 'echo $$ >"$1"; exec "$2"' _ "$dir/order$i.pid" "$dir/bin/orderd" >>"$dir/order$i.log" 2>&1 </dev/null &
+	for _ in $(seq 1 50); do [ -s "$dir/order$i.pid" ] && return 0; sleep 0.1; done
+	die "order$i did not start"
 }
 
 wait_replica() {
@@ -95,6 +98,7 @@ stop_replica() {
 	[ -f "$f" ] || return 0
 	pid=$(cat "$f")
 	kill "$pid" 2>/dev/null || true
+	kill -CONT "$pid" 2>/dev/null || true # a replica paused by a tutorial must wake to exit
 	for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
 	kill -9 "$pid" 2>/dev/null || true
 	rm -f "$f"
@@ -106,6 +110,7 @@ cmd_replica() {
 	case "$i" in 1 | 2 | 3) ;; *) die "replica: N is 1, 2 or 3" ;; esac
 	[ -f "$dir/servers.env" ] || die "no demo in $dir: run scripts/demo.sh up $dir first"
 	stop_replica "$dir" "$i"
+	rm -f "$dir/order$i.pid"
 	local deadline=$((SECONDS + 10))
 	while port_in_use "${PORTS[$((i - 1))]}"; do
 		[ $SECONDS -lt $deadline ] || die "port ${PORTS[$((i - 1))]} stays in use"
