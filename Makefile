@@ -6,12 +6,23 @@ SERVERS := scripts/servers.sh
 BENCHTIME ?= 3000x
 # make demo DEMO_FLAGS='-requests 300 -stock 30' for a shorter run; any loadtest flag goes
 DEMO_FLAGS ?=
+FUZZTIME ?= 30s
+FUZZ_CORPUS := order/testdata/fuzz/FuzzAPI
 
-.PHONY: test lint compose-check bench demo demo-up demo-down servers-start servers-stop help
+.PHONY: test test-faults lint compose-check bench demo demo-up demo-down servers-start servers-stop help
 
 ## test: gofmt, go vet, docker-compose.yml check, then go test -race ./... against real servers
 test: lint compose-check
 	$(SERVERS) run -- $(GO) test -race -count=1 -timeout 20m ./...
+
+## test-faults: the fault scenarios (processes killed, paused, cut off; ZooKeeper and MariaDB
+## stopped) and a bounded fuzz run; the results table goes to out/reliability-table.md
+test-faults: lint
+	$(SERVERS) run -- env ZKSTOCK_FAULTS=1 $(GO) test -race -count=1 -timeout 30m -v ./faults
+	$(SERVERS) run --no-ensemble -- $(GO) test -run '^$$' -fuzz FuzzAPI -fuzztime $(FUZZTIME) ./order
+	@# keep what the fuzzer found as seed corpus, so that make test replays it
+	mkdir -p $(FUZZ_CORPUS)
+	cp -n $$($(GO) env GOCACHE)/fuzz/github.com/zkstock/zkstock/order/FuzzAPI/* $(FUZZ_CORPUS)/ 2>/dev/null || true
 
 ## lint: gofmt and go vet
 lint:

@@ -240,3 +240,30 @@ func TestUnsafeDeductionOversells(t *testing.T) {
 	}
 	t.Logf("unsafe: %+v", a)
 }
+
+// Replicas start together on a fresh database: their migrations must not trip over each other.
+func TestConcurrentMigrate(t *testing.T) {
+	dsn := testenv.MySQLDatabase(t)
+	var wg sync.WaitGroup
+	errs := make(chan error, 6)
+	for i := 0; i < 6; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s, err := inventory.Open(context.Background(), dsn, inventory.PoolOptions{MaxOpen: 2})
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer s.Close()
+			errs <- s.Migrate(context.Background())
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("concurrent migrate: %v", err)
+		}
+	}
+}

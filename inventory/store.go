@@ -2,6 +2,7 @@ package inventory
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"time"
@@ -65,9 +66,21 @@ func Open(ctx context.Context, dsn string, pool PoolOptions) (*Store, error) {
 	return s, nil
 }
 
-// Migrate creates or updates the tables.
+// Migrate creates or updates the tables. Replicas starting together on a fresh database would
+// race to create the same tables, so it runs under a database-wide named lock, on one connection.
 func (s *Store) Migrate(ctx context.Context) error {
-	if err := s.db.WithContext(ctx).AutoMigrate(&Product{}, &Order{}); err != nil {
+	err := s.db.WithContext(ctx).Connection(func(conn *gorm.DB) error {
+		var got sql.NullInt64
+		if err := conn.Raw("SELECT GET_LOCK('zkstock_migrate', 30)").Scan(&got).Error; err != nil {
+			return err
+		}
+		if !got.Valid || got.Int64 != 1 {
+			return errors.New("another replica held the migration lock for 30 s")
+		}
+		defer conn.Exec("SELECT RELEASE_LOCK('zkstock_migrate')")
+		return conn.AutoMigrate(&Product{}, &Order{})
+	})
+	if err != nil {
 		return fmt.Errorf("inventory: migrate: %w", err)
 	}
 	return nil

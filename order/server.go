@@ -28,8 +28,10 @@ const (
 	MaxQty = 1000
 	// MaxStock bounds what the admin API may set.
 	MaxStock = 1_000_000_000
-	// releaseTimeout bounds a release that the request can no longer cancel.
-	releaseTimeout = 5 * time.Second
+	// releaseTimeout bounds a release that the request can no longer cancel. The answer waits for
+	// it; when ZooKeeper is unreachable, dlock keeps deleting the node in the background (and the
+	// node goes with the session anyway), so waiting longer would only delay the answer.
+	releaseTimeout = 2 * time.Second
 )
 
 // Server is one order-service replica.
