@@ -266,4 +266,12 @@ func TestConcurrentMigrate(t *testing.T) {
 			t.Fatalf("concurrent migrate: %v", err)
 		}
 	}
+	s, err := inventory.Open(context.Background(), dsn, inventory.PoolOptions{MaxOpen: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Reset(context.Background(), "SKU-M", 1); err != nil {
+		t.Fatalf("the tables are not there after migrating: %v", err)
+	}
 }

@@ -70,15 +70,17 @@ func Open(ctx context.Context, dsn string, pool PoolOptions) (*Store, error) {
 // race to create the same tables, so it runs under a database-wide named lock, on one connection.
 func (s *Store) Migrate(ctx context.Context) error {
 	err := s.db.WithContext(ctx).Connection(func(conn *gorm.DB) error {
+		// Each statement in a fresh session: chained on conn they would share one statement.
+		session := func() *gorm.DB { return conn.Session(&gorm.Session{NewDB: true}) }
 		var got sql.NullInt64
-		if err := conn.Raw("SELECT GET_LOCK('zkstock_migrate', 30)").Scan(&got).Error; err != nil {
+		if err := session().Raw("SELECT GET_LOCK('zkstock_migrate', 30)").Scan(&got).Error; err != nil {
 			return err
 		}
 		if !got.Valid || got.Int64 != 1 {
 			return errors.New("another replica held the migration lock for 30 s")
 		}
-		defer conn.Exec("SELECT RELEASE_LOCK('zkstock_migrate')")
-		return conn.AutoMigrate(&Product{}, &Order{})
+		defer session().Exec("SELECT RELEASE_LOCK('zkstock_migrate')")
+		return session().AutoMigrate(&Product{}, &Order{})
 	})
 	if err != nil {
 		return fmt.Errorf("inventory: migrate: %w", err)
