@@ -412,3 +412,25 @@ func checkTokensGrow(t *testing.T, dsn, sku string) {
 		}
 	}
 }
+
+// ordersWithKeys counts the SKU's orders recorded under any of the idempotency keys.
+func ordersWithKeys(t *testing.T, dsn, sku string, keys []string) int {
+	t.Helper()
+	ctx := context.Background()
+	store, err := inventory.Open(ctx, dsn, inventory.PoolOptions{MaxOpen: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	n := 0
+	for _, k := range keys {
+		o, found, err := store.OrderByRequestID(ctx, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if found && o.SKU == sku {
+			n++
+		}
+	}
+	return n
+}
