@@ -241,6 +241,21 @@ func (b *buyers) halt() map[string]outcome {
 	return b.outcomes
 }
 
+// waitSale waits for the first purchase answered 201 after from, and returns when that was.
+func (b *buyers) waitSale(t *testing.T, from time.Time, d time.Duration, what string) time.Time {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		if at, ok := firstSuccessAfter(b.snapshot(), from); ok {
+			return at
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no purchase succeeded %s", what)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
 func (b *buyers) snapshot() map[string]outcome {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -257,10 +272,7 @@ func (b *buyers) snapshot() map[string]outcome {
 func verdict(t *testing.T, dsn, sku string, outcomes map[string]outcome, exact bool) (inventory.Audit, map[string]int) {
 	t.Helper()
 	ctx := context.Background()
-	store, err := inventory.Open(ctx, dsn, inventory.PoolOptions{MaxOpen: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := openStore(t, dsn)
 	defer store.Close()
 	orders, err := store.Orders(ctx, sku)
 	if err != nil {
@@ -396,10 +408,7 @@ func writeReliabilityTable() {
 func checkTokensGrow(t *testing.T, dsn, sku string) {
 	t.Helper()
 	ctx := context.Background()
-	store, err := inventory.Open(ctx, dsn, inventory.PoolOptions{MaxOpen: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := openStore(t, dsn)
 	defer store.Close()
 	orders, err := store.Orders(ctx, sku)
 	if err != nil {
@@ -417,10 +426,7 @@ func checkTokensGrow(t *testing.T, dsn, sku string) {
 func ordersWithKeys(t *testing.T, dsn, sku string, keys []string) int {
 	t.Helper()
 	ctx := context.Background()
-	store, err := inventory.Open(ctx, dsn, inventory.PoolOptions{MaxOpen: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := openStore(t, dsn)
 	defer store.Close()
 	n := 0
 	for _, k := range keys {
@@ -433,4 +439,14 @@ func ordersWithKeys(t *testing.T, dsn, sku string, keys []string) int {
 		}
 	}
 	return n
+}
+
+// openStore opens the test's database for checks; the caller closes it.
+func openStore(t *testing.T, dsn string) *inventory.Store {
+	t.Helper()
+	store, err := inventory.Open(context.Background(), dsn, inventory.PoolOptions{MaxOpen: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return store
 }

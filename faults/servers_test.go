@@ -158,18 +158,7 @@ func TestZooKeeperDownUnderLoad(t *testing.T) {
 		serversScript(t, "start-server", d)
 	}
 	waitServing(t, ensemble, 60*time.Second)
-	deadline := time.Now().Add(30 * time.Second)
-	var back time.Time
-	for {
-		if at, ok := firstSuccessAfter(b.snapshot(), upAt); ok {
-			back = at
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no purchase succeeded after ZooKeeper came back, without restarting the replicas")
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	back := b.waitSale(t, upAt, 30*time.Second, "after ZooKeeper came back, without restarting the replicas")
 	time.Sleep(2 * time.Second)
 	outcomes := b.halt()
 	for _, r := range rs {
@@ -225,18 +214,7 @@ func TestMySQLRestartUnderLoad(t *testing.T) {
 	}
 	upAt := time.Now()
 	serversScript(t, "start-server", myDir)
-	deadline := time.Now().Add(60 * time.Second)
-	var back time.Time
-	for {
-		if at, ok := firstSuccessAfter(b.snapshot(), upAt); ok {
-			back = at
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no purchase succeeded after the database came back")
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	back := b.waitSale(t, upAt, 60*time.Second, "after the database came back")
 	time.Sleep(2 * time.Second)
 	outcomes := b.halt()
 	a, codes := verdict(t, dsn, sku, outcomes, true)
