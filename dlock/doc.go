@@ -24,6 +24,13 @@
 //     already knew to be ahead of it, because no new node can ever get ahead;
 //   - creates lock paths as container nodes, which ZooKeeper removes when they are empty.
 //
+// # Teaching variants
+//
+// SpinLock (retry creating one fixed node), NodeWatchLock (everyone watches one fixed node) and
+// HerdLock (sequential nodes, everyone watches the children list) implement Locker beside Mutex.
+// They are correct but costly, and exist to be measured against it: with n waiters each release
+// wakes about (n+1)/2 of them on average in the watch-based ones, against exactly one for Mutex.
+//
 // # Using a lease
 //
 // Hold the lock for as short as you can, stop when Lost closes, and pass Token to the storage
