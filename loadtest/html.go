@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"html/template"
 	"io"
+
+	"github.com/zkstock/zkstock/internal/svgchart"
 )
 
 var reportTemplate = template.Must(template.New("report").Parse(`<!DOCTYPE html>
@@ -49,7 +51,7 @@ func (r *Report) WriteHTML(w io.Writer) error {
 		Stock   []template.HTML
 	}{R: r, Header: tableHeader}
 	var modes []string
-	var lat []series
+	var lat []svgchart.Series
 	for i, row := range r.Rows {
 		class := "good"
 		if row.Oversold != 0 || row.LostUpdates != 0 || row.Undersold != 0 {
@@ -57,7 +59,7 @@ func (r *Report) WriteHTML(w io.Writer) error {
 		}
 		data.Rows = append(data.Rows, htmlRow{Class: class, Cells: row.cells()})
 		modes = append(modes, row.Mode)
-		s := series{Name: row.Mode, Color: palette[i%len(palette)]}
+		s := svgchart.Series{Name: row.Mode, Color: svgchart.Palette[i%len(svgchart.Palette)]}
 		for _, p := range row.Latency {
 			s.Points = append(s.Points, [2]float64{p.Percentile, p.Millis})
 		}
@@ -68,7 +70,7 @@ func (r *Report) WriteHTML(w io.Writer) error {
 	for _, row := range r.Rows {
 		byMode[row.Mode] = row
 	}
-	data.Outcome = barChart("Units: sold, oversold, lost updates", "units", modes, []string{"units sold", "oversold", "lost updates"},
+	data.Outcome = svgchart.BarChart("Units: sold, oversold, lost updates", "units", modes, []string{"units sold", "oversold", "lost updates"},
 		func(mode, name string) float64 {
 			row := byMode[mode]
 			switch name {
@@ -79,7 +81,7 @@ func (r *Report) WriteHTML(w io.Writer) error {
 			}
 			return float64(row.LostUpdates)
 		})
-	data.Latency = lineChart("Latency by percentile", "percentile", "ms", lat)
+	data.Latency = svgchart.LineChart("Latency by percentile", "percentile", "ms", lat)
 	if err := reportTemplate.Execute(w, data); err != nil {
 		return fmt.Errorf("html report: %w", err)
 	}
@@ -90,9 +92,9 @@ func (r *Report) WriteHTML(w io.Writer) error {
 // sold so far: with a working lock the two lines cross once at the initial stock; without one
 // the sold line runs far past it while the stock barely moves.
 func stockChart(row Row, qty int) template.HTML {
-	stock := series{Name: "stock reported by each sale", Color: "#1f77b4"}
-	sold := series{Name: "units sold so far", Color: "#d62728"}
-	initial := series{Name: "initial stock", Color: "#555", Dashed: true}
+	stock := svgchart.Series{Name: "stock reported by each sale", Color: "#1f77b4"}
+	sold := svgchart.Series{Name: "units sold so far", Color: "#d62728"}
+	initial := svgchart.Series{Name: "initial stock", Color: "#555", Dashed: true}
 	stock.Points = append(stock.Points, [2]float64{0, float64(row.InitialStock)})
 	sold.Points = append(sold.Points, [2]float64{0, 0})
 	end := row.Seconds * 1000
@@ -101,5 +103,5 @@ func stockChart(row Row, qty int) template.HTML {
 		sold.Points = append(sold.Points, [2]float64{s.AtMillis, float64((i + 1) * qty)})
 	}
 	initial.Points = [][2]float64{{0, float64(row.InitialStock)}, {end, float64(row.InitialStock)}}
-	return lineChart(fmt.Sprintf("mode %s: stock and sales", row.Mode), "ms since start", "units", []series{stock, sold, initial})
+	return svgchart.LineChart(fmt.Sprintf("mode %s: stock and sales", row.Mode), "ms since start", "units", []svgchart.Series{stock, sold, initial})
 }

@@ -1,6 +1,7 @@
 // Command loadtest fires concurrent purchases across order replicas, one lock mode at a time, and
 // prints what each mode did to the stock. It exits 1 when a locked mode oversold, undersold or
-// lost an update, and 2 on bad usage.
+// lost an update, and 2 on bad usage. `loadtest locks` instead measures the ZooKeeper lock recipes
+// themselves (package lockbench).
 package main
 
 import (
@@ -24,10 +25,13 @@ func main() {
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "locks" {
+		return runLocks(ctx, args[1:], stdout, stderr)
+	}
 	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: loadtest [flags]\n\nCompares lock modes on a set of order replicas over HTTP.\n\nflags:")
+		fmt.Fprintln(stderr, "usage: loadtest [flags]\n       loadtest locks [flags]   (the ZooKeeper lock recipes side by side, no HTTP; -h for its flags)\n\nCompares lock modes on a set of order replicas over HTTP.\n\nflags:")
 		fs.PrintDefaults()
 	}
 	adminDefault := os.Getenv("ADMIN_TOKEN")

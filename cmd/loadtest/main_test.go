@@ -131,3 +131,31 @@ func TestUsage(t *testing.T) {
 		t.Errorf("-h: exit %d, %s", code, stderr.String())
 	}
 }
+
+func TestLocksSubcommand(t *testing.T) {
+	dir := t.TempDir()
+	md, svg := filepath.Join(dir, "locks.md"), filepath.Join(dir, "locks.svg")
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"locks", "-zk-servers", strings.Join(testenv.ZKServers(t), ","), "-contenders", "1,8",
+		"-acquisitions", "60", "-hold", "2ms", "-markdown", md, "-svg", svg}, &stdout, &stderr)
+	t.Logf("table:\n%s", stdout.String())
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	table, err := os.ReadFile(md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One row per recipe and contender count.
+	for _, v := range []string{"spin", "node-watch", "herd", "fair", "zklock"} {
+		if n := strings.Count(string(table), "| "+v+" |"); n != 2 {
+			t.Fatalf("%s has %d rows in\n%s", v, n, table)
+		}
+	}
+	if b, err := os.ReadFile(svg); err != nil || !bytes.Contains(b, []byte("<svg")) {
+		t.Fatalf("svg: %v", err)
+	}
+	if code := run(context.Background(), []string{"locks", "-variants", "bogus"}, io.Discard, &stderr); code != 2 {
+		t.Fatalf("unknown variant: exit %d", code)
+	}
+}

@@ -1,4 +1,6 @@
-package loadtest
+// Package svgchart draws the small line and bar charts of zkstock's reports as plain SVG, so a
+// report needs no script and no network to view.
+package svgchart
 
 import (
 	"fmt"
@@ -8,16 +10,16 @@ import (
 	"strings"
 )
 
-// The charts are plain SVG written here, so the report needs no script and no network to view.
-
-type series struct {
+// Series is one line of a line chart.
+type Series struct {
 	Name   string
 	Color  string
 	Dashed bool
 	Points [][2]float64
 }
 
-var palette = []string{"#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2"}
+// Palette colours series and bars in order.
+var Palette = []string{"#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2"}
 
 const (
 	chartW, chartH                    = 560, 300
@@ -65,7 +67,8 @@ func axes(b *strings.Builder, title, xLabel, yLabel string, xMax, yMax float64) 
 	fmt.Fprintf(b, `<text transform="translate(14 %d) rotate(-90)" font-size="12" text-anchor="middle">%s</text>`, (y0+y1)/2, html.EscapeString(yLabel))
 }
 
-func lineChart(title, xLabel, yLabel string, ss []series) template.HTML {
+// LineChart draws the series on linear axes that start at zero.
+func LineChart(title, xLabel, yLabel string, ss []Series) template.HTML {
 	xMax, yMax := 0.0, 0.0
 	for _, s := range ss {
 		for _, p := range s.Points {
@@ -97,7 +100,8 @@ func lineChart(title, xLabel, yLabel string, ss []series) template.HTML {
 	return template.HTML(b.String()) // #nosec: built from numbers and escaped names only
 }
 
-func barChart(title, yLabel string, groups []string, names []string, value func(group, name string) float64) template.HTML {
+// BarChart draws one group of bars per group, one bar per name.
+func BarChart(title, yLabel string, groups []string, names []string, value func(group, name string) float64) template.HTML {
 	yMax := 0.0
 	for _, g := range groups {
 		for _, n := range names {
@@ -117,14 +121,14 @@ func barChart(title, yLabel string, groups []string, names []string, value func(
 			h := v / yMax * float64(chartH-padBot-padTop)
 			x := gx + float64(ni)*barW
 			fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s"><title>%s %s: %s</title></rect>`,
-				x, float64(chartH-padBot)-h, barW-2, h, palette[ni%len(palette)], html.EscapeString(g), html.EscapeString(n), fmtNum(v))
+				x, float64(chartH-padBot)-h, barW-2, h, Palette[ni%len(Palette)], html.EscapeString(g), html.EscapeString(n), fmtNum(v))
 			fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" font-size="11" text-anchor="middle">%s</text>`, x+barW/2-1, float64(chartH-padBot)-h-3, fmtNum(v))
 		}
 		fmt.Fprintf(&b, `<text x="%.1f" y="%d" font-size="12" text-anchor="middle">%s</text>`, gx+groupW*0.35, chartH-padBot+28, html.EscapeString(g))
 	}
 	for ni, n := range names {
 		fmt.Fprintf(&b, `<rect x="%d" y="%d" width="10" height="10" fill="%s"/><text x="%d" y="%d" font-size="11">%s</text>`,
-			chartW-170, padTop+4+ni*15, palette[ni%len(palette)], chartW-156, padTop+13+ni*15, html.EscapeString(n))
+			chartW-170, padTop+4+ni*15, Palette[ni%len(Palette)], chartW-156, padTop+13+ni*15, html.EscapeString(n))
 	}
 	b.WriteString(`</svg>`)
 	return template.HTML(b.String()) // #nosec: built from numbers and escaped names only
