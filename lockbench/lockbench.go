@@ -39,8 +39,8 @@ type Row struct {
 	Contenders    int     `json:"contenders"`
 	Acquisitions  int     `json:"acquisitions"`
 	AcqPerSec     float64 `json:"acq_per_sec"`
-	OpsPerAcq     float64 `json:"zk_ops_per_acq"`     // -1: not counted (zk.Lock)
-	WakeupsPerAcq float64 `json:"wakeups_per_acq"`    // -1: not counted (zk.Lock)
+	OpsPerAcq     float64 `json:"zk_ops_per_acq"`  // -1: not counted (zk.Lock)
+	WakeupsPerAcq float64 `json:"wakeups_per_acq"` // -1: not counted (zk.Lock)
 	WaitP50       float64 `json:"wait_p50_ms"`
 	WaitP99       float64 `json:"wait_p99_ms"`
 	Displacement  float64 `json:"mean_displacement"` // how far acquisition order strays from request order
