@@ -21,6 +21,12 @@ const (
 	// Unsafe is the same plain read-check-write with no lock at all: it oversells under
 	// concurrency, which is what the demonstration shows. It must stay a read-modify-write.
 	Unsafe
+	// ForUpdate locks the product's row with SELECT ... FOR UPDATE before reading it: the
+	// database serializes the deductions, no ZooKeeper involved.
+	ForUpdate
+	// CAS makes the check and the write one conditional statement:
+	// UPDATE products SET stock = stock - qty WHERE sku = ? AND stock >= qty.
+	CAS
 )
 
 func (m Mode) String() string {
@@ -31,6 +37,10 @@ func (m Mode) String() string {
 		return "unfenced"
 	case Unsafe:
 		return "unsafe"
+	case ForUpdate:
+		return "for-update"
+	case CAS:
+		return "cas"
 	}
 	return fmt.Sprintf("Mode(%d)", int(m))
 }
@@ -91,30 +101,15 @@ func deduct(ctx context.Context, tx *gorm.DB, p Purchase, mode Mode, hooks Hooks
 			return replayOf(tx, o, p)
 		}
 	}
-	if mode == Fenced {
-		if err := claimFence(tx, p.SKU, p.Token); err != nil {
-			return Result{}, err
-		}
+	var remaining int64
+	var err error
+	if mode == CAS {
+		remaining, err = deductCAS(ctx, tx, p, hooks)
+	} else {
+		remaining, err = readCheckWrite(ctx, tx, p, mode, hooks)
 	}
-	var stock int64
-	row := tx.Raw("SELECT stock FROM products WHERE sku = ?", p.SKU).Row()
-	if err := row.Scan(&stock); err != nil {
-		if errors.Is(err, errNoRows) {
-			return Result{}, ErrUnknownSKU
-		}
-		return Result{}, fmt.Errorf("read stock: %w", err)
-	}
-	if stock < p.Qty {
-		return Result{}, ErrOutOfStock
-	}
-	if hooks.Work != nil {
-		if err := hooks.Work(ctx); err != nil {
-			return Result{}, err
-		}
-	}
-	remaining := stock - p.Qty
-	if err := tx.Exec("UPDATE products SET stock = ?, updated_at = ? WHERE sku = ?", remaining, time.Now().UTC(), p.SKU).Error; err != nil {
-		return Result{}, fmt.Errorf("write stock: %w", err)
+	if err != nil {
+		return Result{}, err
 	}
 	o := Order{SKU: p.SKU, Qty: p.Qty, Replica: p.Replica, FenceToken: p.Token}
 	if p.RequestID != "" {
@@ -130,6 +125,65 @@ func deduct(ctx context.Context, tx *gorm.DB, p Purchase, mode Mode, hooks Hooks
 		}
 	}
 	return Result{Order: o, Remaining: remaining}, nil
+}
+
+// readCheckWrite is the deduction of the Fenced, Unfenced, Unsafe and ForUpdate modes: read the
+// stock, check it, do the work, write the new value.
+func readCheckWrite(ctx context.Context, tx *gorm.DB, p Purchase, mode Mode, hooks Hooks) (int64, error) {
+	if mode == Fenced {
+		if err := claimFence(tx, p.SKU, p.Token); err != nil {
+			return 0, err
+		}
+	}
+	read := "SELECT stock FROM products WHERE sku = ?"
+	if mode == ForUpdate {
+		read += " FOR UPDATE"
+	}
+	var stock int64
+	if err := tx.Raw(read, p.SKU).Row().Scan(&stock); err != nil {
+		if errors.Is(err, errNoRows) {
+			return 0, ErrUnknownSKU
+		}
+		return 0, fmt.Errorf("read stock: %w", err)
+	}
+	if stock < p.Qty {
+		return 0, ErrOutOfStock
+	}
+	if hooks.Work != nil {
+		if err := hooks.Work(ctx); err != nil {
+			return 0, err
+		}
+	}
+	remaining := stock - p.Qty
+	if err := tx.Exec("UPDATE products SET stock = ?, updated_at = ? WHERE sku = ?", remaining, time.Now().UTC(), p.SKU).Error; err != nil {
+		return 0, fmt.Errorf("write stock: %w", err)
+	}
+	return remaining, nil
+}
+
+// deductCAS does the work first (a payment would be taken before the stock is claimed) and then
+// claims the stock in one conditional statement, which the database applies atomically.
+func deductCAS(ctx context.Context, tx *gorm.DB, p Purchase, hooks Hooks) (int64, error) {
+	if hooks.Work != nil {
+		if err := hooks.Work(ctx); err != nil {
+			return 0, err
+		}
+	}
+	r := tx.Exec("UPDATE products SET stock = stock - ?, updated_at = ? WHERE sku = ? AND stock >= ?", p.Qty, time.Now().UTC(), p.SKU, p.Qty)
+	if r.Error != nil {
+		return 0, fmt.Errorf("claim stock: %w", r.Error)
+	}
+	var stock int64
+	if err := tx.Raw("SELECT stock FROM products WHERE sku = ?", p.SKU).Row().Scan(&stock); err != nil {
+		if errors.Is(err, errNoRows) {
+			return 0, ErrUnknownSKU
+		}
+		return 0, fmt.Errorf("read stock: %w", err)
+	}
+	if r.RowsAffected == 0 {
+		return 0, ErrOutOfStock
+	}
+	return stock, nil
 }
 
 // claimFence raises the product's fence to token, or fails if a newer token was written already.

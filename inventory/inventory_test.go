@@ -275,3 +275,71 @@ func TestConcurrentMigrate(t *testing.T) {
 		t.Fatalf("the tables are not there after migrating: %v", err)
 	}
 }
+
+// The database strategies need no outside lock: 60 concurrent buyers of 20 units sell exactly 20.
+func TestDatabaseStrategiesAreExact(t *testing.T) {
+	s := openStore(t)
+	for _, mode := range []inventory.Mode{inventory.ForUpdate, inventory.CAS} {
+		t.Run(mode.String(), func(t *testing.T) {
+			sku := "SKU-" + mode.String()
+			mustReset(t, s, sku, 20)
+			var wg sync.WaitGroup
+			for i := 0; i < 60; i++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					_, err := s.Deduct(context.Background(), inventory.Purchase{SKU: sku, Qty: 1}, mode, inventory.Hooks{
+						Work: func(context.Context) error { time.Sleep(2 * time.Millisecond); return nil },
+					})
+					if err != nil && !errors.Is(err, inventory.ErrOutOfStock) {
+						t.Errorf("deduct: %v", err)
+					}
+				}()
+			}
+			wg.Wait()
+			if a := audit(t, s, sku); a.Orders != 20 || a.Stock != 0 || a.Oversold != 0 || a.LostUpdates != 0 {
+				t.Fatalf("audit %+v", a)
+			}
+			if _, err := s.Deduct(context.Background(), inventory.Purchase{SKU: "NOPE", Qty: 1}, mode, inventory.Hooks{}); !errors.Is(err, inventory.ErrUnknownSKU) {
+				t.Fatalf("unknown SKU: %v", err)
+			}
+		})
+	}
+}
+
+func TestTableLock(t *testing.T) {
+	s := openStore(t)
+	ctx := context.Background()
+	first, err := s.AcquireTableLock(ctx, "sku:T", time.Hour, time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	if _, err := s.AcquireTableLock(short, "sku:T", time.Hour, time.Millisecond); !errors.Is(err, inventory.ErrLockTimeout) {
+		t.Fatalf("second holder: %v, want ErrLockTimeout", err)
+	}
+	if err := first.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// A holder that crashed (never released) blocks others for its TTL only.
+	if _, err := s.AcquireTableLock(ctx, "sku:T", 200*time.Millisecond, time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	taker, err := s.AcquireTableLock(ctx, "sku:T", time.Hour, 5*time.Millisecond)
+	if err != nil {
+		t.Fatalf("taking over an expired lock: %v", err)
+	}
+	if waited := time.Since(start); waited > 5*time.Second {
+		t.Fatalf("took %v to take over a lock with a 200 ms TTL", waited)
+	}
+	short2, cancel2 := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel2()
+	if _, err := s.AcquireTableLock(short2, "sku:T", time.Hour, time.Millisecond); !errors.Is(err, inventory.ErrLockTimeout) {
+		t.Fatalf("lock free while the taker holds it: %v", err)
+	}
+	if err := taker.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -24,7 +24,8 @@ type Config struct {
 }
 
 // LockedModes are the modes that must keep the stock exact.
-var LockedModes = map[string]bool{"zk": true, "zk-unfenced": true}
+var LockedModes = map[string]bool{"zk": true, "zk-unfenced": true, "zk-herd": true,
+	"db-forupdate": true, "db-cas": true, "db-locktable": true}
 
 // Validate reports the first bad setting, named as its flag.
 func (c Config) Validate() error {

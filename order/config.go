@@ -19,10 +19,16 @@ const (
 	ModeZK         LockMode = "zk"          // fair ZooKeeper lock + fenced deduction (default)
 	ModeZKUnfenced LockMode = "zk-unfenced" // the lock alone
 	ModeNone       LockMode = "none"        // no lock: the unsafe read-modify-write that oversells
+
+	// The strategies of the comparison; they add to the three above.
+	ModeZKHerd      LockMode = "zk-herd"      // the herd ZooKeeper recipe + fenced deduction
+	ModeDBForUpdate LockMode = "db-forupdate" // SELECT ... FOR UPDATE in the transaction, no ZooKeeper
+	ModeDBCAS       LockMode = "db-cas"       // one conditional UPDATE, no ZooKeeper
+	ModeDBLockTable LockMode = "db-locktable" // a lock row in table_locks with an expiry, no ZooKeeper
 )
 
 // LockModes lists the modes in the order the docs show them.
-var LockModes = []LockMode{ModeZK, ModeZKUnfenced, ModeNone}
+var LockModes = []LockMode{ModeZK, ModeZKUnfenced, ModeNone, ModeZKHerd, ModeDBForUpdate, ModeDBCAS, ModeDBLockTable}
 
 // ParseLockMode accepts one of LockModes.
 func ParseLockMode(s string) (LockMode, error) {
@@ -74,7 +80,7 @@ func LoadConfig(args []string, getenv func(string) string, out io.Writer) (Confi
 		zkServers   = fs.String("zk-servers", env("ZK_SERVERS", "127.0.0.1:2181"), "comma-separated ZooKeeper servers (ZK_SERVERS)")
 		zkSession   = fs.String("zk-session-timeout", env("ZK_SESSION_TIMEOUT", "10s"), "ZooKeeper session timeout (ZK_SESSION_TIMEOUT)")
 		dsn         = fs.String("mysql-dsn", env("MYSQL_DSN", "root@tcp(127.0.0.1:3306)/zkstock?parseTime=true"), "database (MYSQL_DSN)")
-		lockMode    = fs.String("lock-mode", env("LOCK_MODE", string(ModeZK)), "zk, zk-unfenced or none (LOCK_MODE)")
+		lockMode    = fs.String("lock-mode", env("LOCK_MODE", string(ModeZK)), joinModes()+" (LOCK_MODE)")
 		lockTimeout = fs.String("lock-timeout", env("LOCK_TIMEOUT", "5s"), "longest wait for a lock before 503 (LOCK_TIMEOUT)")
 		workDelay   = fs.String("work-delay", env("WORK_DELAY", "0"), "simulated work inside the critical section (WORK_DELAY)")
 		adminToken  = fs.String("admin-token", env("ADMIN_TOKEN", ""), "bearer token for /admin; empty disables it (ADMIN_TOKEN)")

@@ -101,13 +101,24 @@ func (s *Server) sell(ctx context.Context, p inventory.Purchase, mode LockMode, 
 			return inventory.Result{Order: o, Remaining: prod.Stock, Replayed: true}, nil
 		}
 	}
-	if mode == ModeNone {
+	switch mode {
+	case ModeNone:
 		return s.store.Deduct(ctx, p, inventory.Unsafe, inventory.Hooks{Work: s.work(nil)})
+	case ModeDBForUpdate:
+		return s.store.Deduct(ctx, p, inventory.ForUpdate, inventory.Hooks{Work: s.work(nil)})
+	case ModeDBCAS:
+		return s.store.Deduct(ctx, p, inventory.CAS, inventory.Hooks{Work: s.work(nil)})
+	case ModeDBLockTable:
+		return s.sellUnderTableLock(ctx, p, log)
 	}
 
+	var locker dlock.Locker = dlock.NewMutex(s.locks, lockPath(p.SKU))
+	if mode == ModeZKHerd {
+		locker = dlock.NewHerdLock(s.locks, lockPath(p.SKU))
+	}
 	waitStart := time.Now()
 	lockCtx, cancel := context.WithTimeout(ctx, s.cfg.LockTimeout)
-	lease, err := dlock.NewMutex(s.locks, lockPath(p.SKU)).Lock(lockCtx)
+	lease, err := locker.Lock(lockCtx)
 	cancel()
 	s.metrics.lockWait.Observe(time.Since(waitStart).Seconds())
 	if err != nil {
@@ -139,6 +150,32 @@ func (s *Server) sell(ctx context.Context, p inventory.Purchase, mode LockMode, 
 			}
 		},
 	})
+}
+
+// tableLockTTL bounds how long a crashed holder of a table lock blocks the SKU.
+const tableLockTTL = 10 * time.Second
+
+// sellUnderTableLock is mode db-locktable: the database lock of the classic comparison, polled
+// every 2 ms, around the same unfenced deduction.
+func (s *Server) sellUnderTableLock(ctx context.Context, p inventory.Purchase, log *slog.Logger) (inventory.Result, error) {
+	waitStart := time.Now()
+	lockCtx, cancel := context.WithTimeout(ctx, s.cfg.LockTimeout)
+	held, err := s.store.AcquireTableLock(lockCtx, "sku:"+p.SKU, tableLockTTL, 2*time.Millisecond)
+	cancel()
+	s.metrics.lockWait.Observe(time.Since(waitStart).Seconds())
+	if err != nil {
+		return inventory.Result{}, fmt.Errorf("%w: %w", errLockUnavailable, err)
+	}
+	heldSince := time.Now()
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		defer cancel()
+		if err := held.Release(rctx); err != nil {
+			log.Warn("table lock release", "err", err)
+		}
+		s.metrics.lockHold.Observe(time.Since(heldSince).Seconds())
+	}()
+	return s.store.Deduct(ctx, p, inventory.Unfenced, inventory.Hooks{Work: s.work(nil)})
 }
 
 // work is the simulated work inside the critical section (WORK_DELAY); it stops early when the

@@ -1,0 +1,92 @@
+package inventory
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"gorm.io/gorm"
+)
+
+// TableLock is a row in table_locks: the database lock of the classic comparison. Inserting the
+// row takes the lock (the primary key lets only one insert win), deleting it releases it, and a row
+// past its expiry may be taken over, so that a crashed holder blocks others for at most the TTL.
+// Unlike a ZooKeeper lease there is no fencing and no queue: a holder that outlives its TTL does
+// not know, and waiters poll.
+type TableLock struct {
+	Name      string    `gorm:"column:name;primaryKey;size:128"`
+	Owner     string    `gorm:"column:owner;size:64;not null"`
+	ExpiresAt time.Time `gorm:"column:expires_at;not null"`
+}
+
+func (TableLock) TableName() string { return "table_locks" }
+
+// ErrLockTimeout: the table lock was not acquired before the context ended.
+var ErrLockTimeout = errors.New("inventory: table lock not acquired in time")
+
+// HeldTableLock is one holding; Release it.
+type HeldTableLock struct {
+	s     *Store
+	name  string
+	owner string
+}
+
+// AcquireTableLock polls every interval until it inserts the lock row, takes over an expired
+// one, or ctx ends.
+func (s *Store) AcquireTableLock(ctx context.Context, name string, ttl, interval time.Duration) (*HeldTableLock, error) {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return nil, fmt.Errorf("inventory: lock owner: %w", err)
+	}
+	owner := hex.EncodeToString(b[:])
+	for {
+		now := time.Now().UTC()
+		err := s.db.WithContext(ctx).Create(&TableLock{Name: name, Owner: owner, ExpiresAt: now.Add(ttl)}).Error
+		if err == nil {
+			return &HeldTableLock{s: s, name: name, owner: owner}, nil
+		}
+		switch {
+		case ctx.Err() != nil:
+			return nil, fmt.Errorf("%w: %w", ErrLockTimeout, ctx.Err())
+		case errors.Is(err, gorm.ErrDuplicatedKey), isLockConflict(err):
+			// Someone holds it. Only when their time is up is their row taken away: a plain read
+			// first, so that waiters do not lock the holder's row while it is still valid.
+			var held TableLock
+			rerr := s.db.WithContext(ctx).Where("name = ?", name).Take(&held).Error
+			if rerr == nil && held.ExpiresAt.Before(now) {
+				derr := s.db.WithContext(ctx).Where("name = ? AND owner = ? AND expires_at < ?", name, held.Owner, now).Delete(&TableLock{}).Error
+				if derr != nil && ctx.Err() == nil && !isLockConflict(derr) {
+					return nil, fmt.Errorf("inventory: table lock %s: %w", name, derr)
+				}
+			}
+		default:
+			return nil, fmt.Errorf("inventory: table lock %s: %w", name, err)
+		}
+		t := time.NewTimer(interval)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("%w: %w", ErrLockTimeout, ctx.Err())
+		}
+	}
+}
+
+// Release deletes the row if it is still this holding's (it may have expired and been taken).
+func (l *HeldTableLock) Release(ctx context.Context) error {
+	if err := l.s.db.WithContext(ctx).Where("name = ? AND owner = ?", l.name, l.owner).Delete(&TableLock{}).Error; err != nil {
+		return fmt.Errorf("inventory: release table lock %s: %w", l.name, err)
+	}
+	return nil
+}
+
+// isLockConflict: InnoDB resolved a conflict between concurrent inserters by failing one of them
+// (deadlock, or lock wait timeout); for a lock attempt that simply means "try again".
+func isLockConflict(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && (me.Number == 1213 || me.Number == 1205)
+}
