@@ -343,3 +343,52 @@ func TestTableLock(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestDeductBatch(t *testing.T) {
+	s := openStore(t)
+	ctx := context.Background()
+	mustReset(t, s, "SKU-B", 5)
+	mk := func(qty int64, key string) inventory.BatchItem {
+		return inventory.BatchItem{Purchase: inventory.Purchase{SKU: "SKU-B", Qty: qty, RequestID: key, Replica: "r1"}}
+	}
+	items := []inventory.BatchItem{mk(2, "a"), mk(2, "a"), mk(2, ""), mk(2, ""), mk(1, "b"), mk(3, "a")}
+	if err := s.DeductBatch(ctx, "SKU-B", 7, items, nil); err != nil {
+		t.Fatal(err)
+	}
+	// a: sold; a again: the same order replayed; 2: sold; 2: out of stock (1 left); b: sold; a with
+	// another quantity: key reused.
+	if items[0].Err != nil || items[0].Result.Replayed || items[0].Result.Remaining != 3 {
+		t.Fatalf("item 0: %+v", items[0])
+	}
+	if !items[1].Result.Replayed || items[1].Result.Order.ID != items[0].Result.Order.ID {
+		t.Fatalf("item 1 should replay item 0: %+v", items[1])
+	}
+	if items[2].Err != nil || items[2].Result.Remaining != 1 {
+		t.Fatalf("item 2: %+v", items[2])
+	}
+	if !errors.Is(items[3].Err, inventory.ErrOutOfStock) {
+		t.Fatalf("item 3: %+v", items[3])
+	}
+	if items[4].Err != nil || items[4].Result.Remaining != 0 || items[4].Result.Order.FenceToken != 7 {
+		t.Fatalf("item 4: %+v", items[4])
+	}
+	if !errors.Is(items[5].Err, inventory.ErrKeyReused) {
+		t.Fatalf("item 5: %+v", items[5])
+	}
+	if a := audit(t, s, "SKU-B"); a.Orders != 3 || a.Stock != 0 || a.UnitsSold != 5 || a.LostUpdates != 0 {
+		t.Fatalf("audit %+v", a)
+	}
+	// A stale token or a failing last check changes nothing.
+	mustReset(t, s, "SKU-B", 5)
+	before := audit(t, s, "SKU-B")
+	if err := s.DeductBatch(ctx, "SKU-B", 6, []inventory.BatchItem{mk(1, "")}, nil); !errors.Is(err, inventory.ErrStaleToken) {
+		t.Fatalf("stale batch: %v", err)
+	}
+	boom := errors.New("lease lost")
+	if err := s.DeductBatch(ctx, "SKU-B", 8, []inventory.BatchItem{mk(1, ""), mk(1, "")}, func() error { return boom }); !errors.Is(err, boom) {
+		t.Fatalf("batch with a failing last check: %v", err)
+	}
+	if after := audit(t, s, "SKU-B"); after != before {
+		t.Fatalf("failed batches changed the tables: %+v -> %+v", before, after)
+	}
+}

@@ -25,7 +25,7 @@ type Config struct {
 
 // LockedModes are the modes that must keep the stock exact.
 var LockedModes = map[string]bool{"zk": true, "zk-unfenced": true, "zk-herd": true,
-	"db-forupdate": true, "db-cas": true, "db-locktable": true}
+	"db-forupdate": true, "db-cas": true, "db-locktable": true, "zk-batch": true}
 
 // Validate reports the first bad setting, named as its flag.
 func (c Config) Validate() error {

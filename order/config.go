@@ -25,10 +25,11 @@ const (
 	ModeDBForUpdate LockMode = "db-forupdate" // SELECT ... FOR UPDATE in the transaction, no ZooKeeper
 	ModeDBCAS       LockMode = "db-cas"       // one conditional UPDATE, no ZooKeeper
 	ModeDBLockTable LockMode = "db-locktable" // a lock row in table_locks with an expiry, no ZooKeeper
+	ModeZKBatch     LockMode = "zk-batch"     // purchases coalesced per replica, one lease per batch
 )
 
 // LockModes lists the modes in the order the docs show them.
-var LockModes = []LockMode{ModeZK, ModeZKUnfenced, ModeNone, ModeZKHerd, ModeDBForUpdate, ModeDBCAS, ModeDBLockTable}
+var LockModes = []LockMode{ModeZK, ModeZKUnfenced, ModeNone, ModeZKHerd, ModeDBForUpdate, ModeDBCAS, ModeDBLockTable, ModeZKBatch}
 
 // ParseLockMode accepts one of LockModes.
 func ParseLockMode(s string) (LockMode, error) {

@@ -110,6 +110,8 @@ func (s *Server) sell(ctx context.Context, p inventory.Purchase, mode LockMode, 
 		return s.store.Deduct(ctx, p, inventory.CAS, inventory.Hooks{Work: s.work(nil)})
 	case ModeDBLockTable:
 		return s.sellUnderTableLock(ctx, p, log)
+	case ModeZKBatch:
+		return s.sellBatched(ctx, p)
 	}
 
 	var locker dlock.Locker = dlock.NewMutex(s.locks, lockPath(p.SKU))

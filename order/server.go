@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"regexp"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -43,6 +44,9 @@ type Server struct {
 	mode    atomic.Value // LockMode
 	metrics *metrics
 	reg     *prometheus.Registry
+
+	batchersMu sync.Mutex
+	batchers   map[string]*batcher // mode zk-batch, per SKU
 }
 
 // New builds a replica on an open store and a connected lock client.
@@ -53,7 +57,7 @@ func New(cfg Config, store *inventory.Store, locks *dlock.Client, log *slog.Logg
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{cfg: cfg, store: store, locks: locks, log: log.With("replica", cfg.ReplicaID)}
+	s := &Server{cfg: cfg, store: store, locks: locks, log: log.With("replica", cfg.ReplicaID), batchers: map[string]*batcher{}}
 	s.mode.Store(cfg.LockMode)
 	s.reg = prometheus.NewRegistry()
 	m, err := newMetrics(s.reg, locks)
