@@ -45,7 +45,9 @@ TAKEN=" "
 free_port() {
 	local p
 	for _ in $(seq 1 200); do
-		p=$((20000 + RANDOM % 30000))
+		# Below Linux's ephemeral range (32768+): a port picked there can be taken a moment later
+		# by some client's outgoing connection, and a quorum peer then cannot bind it.
+		p=$((10000 + RANDOM % 22000))
 		case "$TAKEN" in *" $p "*) continue ;; esac
 		if ! port_in_use "$p"; then
 			TAKEN="$TAKEN$p "
@@ -130,6 +132,14 @@ EOF
 	done
 }
 
+ensemble_ready() { # ensemble_ready DIR SECONDS
+	local i p
+	for i in 1 2 3; do
+		p=$(cat "$1/zk$i/port")
+		wait_for "$2" "ensemble peer $i on 127.0.0.1:$p" zk_ok "$p" || return 1
+	done
+}
+
 mysqld_bin() { command -v mariadbd || command -v mysqld; }
 
 start_mysql() {
@@ -186,11 +196,16 @@ cmd_start() {
 
 	local ens="" ensdirs=""
 	if [ $ensemble -eq 1 ]; then
+		# A quorum that does not form (a port lost to a race) is started again on new ports, once.
+		if ! ensemble_ready "$dir/ensemble" 60; then
+			log "ensemble did not form; starting it again on other ports"
+			for i in 1 2 3; do stop_pidfile "$dir/ensemble/zk$i/pid"; done
+			rm -rf "$dir/ensemble"
+			start_zk_ensemble "$dir/ensemble"
+			ensemble_ready "$dir/ensemble" 90 || die "ensemble did not form"
+		fi
 		for i in 1 2 3; do
-			local p
-			p=$(cat "$dir/ensemble/zk$i/port")
-			wait_for 90 "ensemble peer $i on 127.0.0.1:$p" zk_ok "$p" || { tail -20 "$dir/ensemble/zk$i/server.log" >&2; die "ensemble did not form"; }
-			ens+="${ens:+,}127.0.0.1:$p"
+			ens+="${ens:+,}127.0.0.1:$(cat "$dir/ensemble/zk$i/port")"
 			ensdirs+="${ensdirs:+,}$dir/ensemble/zk$i"
 		done
 	fi
