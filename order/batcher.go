@@ -3,7 +3,6 @@ package order
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math"
 	"sync"
 	"time"
@@ -113,38 +112,31 @@ func (b *batcher) run() {
 
 // serveOne takes the lock, sells one batch and releases the lock.
 func (b *batcher) serveOne() {
-	s := b.s
-	waitStart := time.Now()
-	lockCtx, cancel := context.WithTimeout(context.Background(), s.cfg.LockTimeout)
-	lease, err := dlock.NewMutex(s.locks, lockPath(b.sku)).Lock(lockCtx)
-	cancel()
-	s.metrics.lockWait.Observe(time.Since(waitStart).Seconds())
+	var lease *dlock.Lease
+	err := b.s.withLock(context.Background(), b.s.log.With("sku", b.sku), func(lockCtx context.Context) (release, error) {
+		l, err := dlock.NewMutex(b.s.locks, lockPath(b.sku)).Lock(lockCtx)
+		if err != nil {
+			return nil, err
+		}
+		lease = l
+		return l.Unlock, nil
+	}, func() error {
+		batch := b.take(maxBatch)
+		if len(batch) == 0 {
+			return nil
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
+		defer cancel()
+		for i, a := range b.sell(ctx, lease, batch) {
+			batch[i].done <- a
+		}
+		return nil
+	})
 	if err != nil {
 		// Everyone who waited through this attempt gets the same answer as in mode zk.
 		for _, r := range b.take(math.MaxInt) {
-			r.done <- batchAnswer{err: fmt.Errorf("%w: %w", errLockUnavailable, err)}
+			r.done <- batchAnswer{err: err}
 		}
-		return
-	}
-	heldSince := time.Now()
-	defer func() {
-		rctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
-		defer cancel()
-		if err := lease.Unlock(rctx); err != nil {
-			s.log.Warn("lock release", "sku", b.sku, "err", err, "token", lease.Token())
-		}
-		s.metrics.lockHold.Observe(time.Since(heldSince).Seconds())
-	}()
-
-	batch := b.take(maxBatch)
-	if len(batch) == 0 {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
-	defer cancel()
-	answers := b.sell(ctx, lease, batch)
-	for i, r := range batch {
-		r.done <- answers[i]
 	}
 }
 
@@ -174,14 +166,7 @@ func (b *batcher) sell(ctx context.Context, lease *dlock.Lease, batch []*batchRe
 		items[i].Purchase = r.p
 		items[i].Purchase.Token = lease.Token()
 	}
-	beforeCommit := func() error {
-		select {
-		case <-lease.Lost():
-			return errLockLost
-		default:
-			return nil
-		}
-	}
+	beforeCommit := stillHeld(lease)
 	err := s.store.DeductBatch(ctx, b.sku, lease.Token(), items, beforeCommit)
 	if errors.Is(err, inventory.ErrBatchConflict) {
 		// A key of the batch was used for another SKU meanwhile: sell one by one, still under

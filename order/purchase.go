@@ -118,40 +118,25 @@ func (s *Server) sell(ctx context.Context, p inventory.Purchase, mode LockMode, 
 	if mode == ModeZKHerd {
 		locker = dlock.NewHerdLock(s.locks, lockPath(p.SKU))
 	}
-	waitStart := time.Now()
-	lockCtx, cancel := context.WithTimeout(ctx, s.cfg.LockTimeout)
-	lease, err := locker.Lock(lockCtx)
-	cancel()
-	s.metrics.lockWait.Observe(time.Since(waitStart).Seconds())
-	if err != nil {
-		return inventory.Result{}, fmt.Errorf("%w: %w", errLockUnavailable, err)
-	}
-	heldSince := time.Now()
-	defer func() {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
-		defer cancel()
-		if err := lease.Unlock(rctx); err != nil {
-			log.Warn("lock release", "err", err, "token", lease.Token())
-		}
-		s.metrics.lockHold.Observe(time.Since(heldSince).Seconds())
-	}()
-
-	p.Token = lease.Token()
 	invMode := inventory.Fenced
 	if mode == ModeZKUnfenced {
 		invMode = inventory.Unfenced
 	}
-	return s.store.Deduct(ctx, p, invMode, inventory.Hooks{
-		Work: s.work(lease),
-		BeforeCommit: func() error {
-			select {
-			case <-lease.Lost():
-				return errLockLost
-			default:
-				return nil
-			}
-		},
+	var lease *dlock.Lease
+	var res inventory.Result
+	err = s.withLock(ctx, log, func(lockCtx context.Context) (release, error) {
+		l, err := locker.Lock(lockCtx)
+		if err != nil {
+			return nil, err
+		}
+		lease = l
+		return l.Unlock, nil
+	}, func() (err error) {
+		p.Token = lease.Token()
+		res, err = s.store.Deduct(ctx, p, invMode, inventory.Hooks{Work: s.work(lease), BeforeCommit: stillHeld(lease)})
+		return err
 	})
+	return res, err
 }
 
 // tableLockTTL bounds how long a crashed holder of a table lock blocks the SKU.
@@ -160,24 +145,58 @@ const tableLockTTL = 10 * time.Second
 // sellUnderTableLock is mode db-locktable: the database lock of the classic comparison, polled
 // every 2 ms, around the same unfenced deduction.
 func (s *Server) sellUnderTableLock(ctx context.Context, p inventory.Purchase, log *slog.Logger) (inventory.Result, error) {
+	var res inventory.Result
+	err := s.withLock(ctx, log, func(lockCtx context.Context) (release, error) {
+		held, err := s.store.AcquireTableLock(lockCtx, "sku:"+p.SKU, tableLockTTL, 2*time.Millisecond)
+		if err != nil {
+			return nil, err
+		}
+		return held.Release, nil
+	}, func() (err error) {
+		res, err = s.store.Deduct(ctx, p, inventory.Unfenced, inventory.Hooks{Work: s.work(nil)})
+		return err
+	})
+	return res, err
+}
+
+// release gives a lock back.
+type release func(context.Context) error
+
+// withLock is the frame of every locked sale: acquire within LOCK_TIMEOUT, run critical, then
+// release on every path (an early return, an error, a panic) with a context the caller cannot
+// cancel, so that a client who hangs up does not leave the lock held. The wait and the hold are
+// timed for the metrics.
+func (s *Server) withLock(ctx context.Context, log *slog.Logger, acquire func(context.Context) (release, error), critical func() error) error {
 	waitStart := time.Now()
 	lockCtx, cancel := context.WithTimeout(ctx, s.cfg.LockTimeout)
-	held, err := s.store.AcquireTableLock(lockCtx, "sku:"+p.SKU, tableLockTTL, 2*time.Millisecond)
+	rel, err := acquire(lockCtx)
 	cancel()
 	s.metrics.lockWait.Observe(time.Since(waitStart).Seconds())
 	if err != nil {
-		return inventory.Result{}, fmt.Errorf("%w: %w", errLockUnavailable, err)
+		return fmt.Errorf("%w: %w", errLockUnavailable, err)
 	}
 	heldSince := time.Now()
 	defer func() {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 		defer cancel()
-		if err := held.Release(rctx); err != nil {
-			log.Warn("table lock release", "err", err)
+		if err := rel(rctx); err != nil {
+			log.Warn("lock release", "err", err)
 		}
 		s.metrics.lockHold.Observe(time.Since(heldSince).Seconds())
 	}()
-	return s.store.Deduct(ctx, p, inventory.Unfenced, inventory.Hooks{Work: s.work(nil)})
+	return critical()
+}
+
+// stillHeld is the last check before commit: a lease lost by then rolls the transaction back.
+func stillHeld(lease *dlock.Lease) func() error {
+	return func() error {
+		select {
+		case <-lease.Lost():
+			return errLockLost
+		default:
+			return nil
+		}
+	}
 }
 
 // work is the simulated work inside the critical section (WORK_DELAY); it stops early when the
