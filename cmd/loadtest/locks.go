@@ -69,21 +69,12 @@ func runLocks(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "loadtest locks: %v\n", err)
 		return 1
 	}
-	for _, out := range []struct {
-		path  string
-		write func(io.Writer) error
-	}{
+	if err := writeOutputs(stderr, []output{
 		{*mdOut, func(w io.Writer) error { return lockbench.WriteMarkdown(w, rows) }},
 		{*svgOut, func(w io.Writer) error { return lockbench.WriteSVG(w, rows) }},
-	} {
-		if out.path == "" {
-			continue
-		}
-		if err := writeFile(out.path, out.write); err != nil {
-			fmt.Fprintf(stderr, "loadtest locks: %v\n", err)
-			return 1
-		}
-		fmt.Fprintf(stderr, "wrote %s\n", out.path)
+	}); err != nil {
+		fmt.Fprintf(stderr, "loadtest locks: %v\n", err)
+		return 1
 	}
 	return 0
 }

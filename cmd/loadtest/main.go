@@ -82,24 +82,35 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "loadtest: %v\n", err)
 		return 1
 	}
-	for _, out := range []struct {
-		path  string
-		write func(io.Writer) error
-	}{{*jsonOut, rep.WriteJSON}, {*htmlOut, rep.WriteHTML}, {*mdOut, rep.WriteMarkdown}} {
-		if out.path == "" {
-			continue
-		}
-		if err := writeFile(out.path, out.write); err != nil {
-			fmt.Fprintf(stderr, "loadtest: %v\n", err)
-			return 1
-		}
-		fmt.Fprintf(stderr, "wrote %s\n", out.path)
+	if err := writeOutputs(stderr, []output{{*jsonOut, rep.WriteJSON}, {*htmlOut, rep.WriteHTML}, {*mdOut, rep.WriteMarkdown}}); err != nil {
+		fmt.Fprintf(stderr, "loadtest: %v\n", err)
+		return 1
 	}
 	if err := rep.Check(); err != nil {
 		fmt.Fprintf(stderr, "loadtest: FAIL: %v\n", err)
 		return 1
 	}
 	return 0
+}
+
+// output is a file a flag asked for, and how to write it.
+type output struct {
+	path  string
+	write func(io.Writer) error
+}
+
+// writeOutputs writes the outputs whose path was given, saying so on stderr.
+func writeOutputs(stderr io.Writer, outs []output) error {
+	for _, out := range outs {
+		if out.path == "" {
+			continue
+		}
+		if err := writeFile(out.path, out.write); err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "wrote %s\n", out.path)
+	}
+	return nil
 }
 
 func writeFile(path string, write func(io.Writer) error) error {
