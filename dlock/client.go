@@ -127,3 +127,19 @@ type zkLogger struct{ l *slog.Logger }
 func (z zkLogger) Printf(format string, args ...any) {
 	z.l.Debug(fmt.Sprintf(format, args...), "component", "go-zookeeper")
 }
+
+// background runs f on its own goroutine unless the client is closing: Close waits for these, and
+// a goroutine started once it waits would race with it. After Close, nothing is left to clean up
+// anyway, since ending the session deletes the client's nodes.
+func (c *Client) background(f func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return
+	}
+	c.bg.Add(1)
+	go func() {
+		defer c.bg.Done()
+		f()
+	}()
+}

@@ -87,9 +87,7 @@ func (c *Client) createAbandonable(ctx context.Context, dir, prefix, guid string
 	case <-c.closedCh:
 		return "", 0, ErrClosed
 	}
-	c.bg.Add(1)
-	go func() {
-		defer c.bg.Done()
+	c.background(func() {
 		r := <-ch
 		switch {
 		case r.err == nil:
@@ -99,7 +97,7 @@ func (c *Client) createAbandonable(ctx context.Context, dir, prefix, guid string
 				c.removeNow(c.bgCtx, name, owner)
 			}
 		}
-	}()
+	})
 	return "", 0, ctx.Err()
 }
 
@@ -206,9 +204,7 @@ func (c *Client) discard(ctx context.Context, p string, owner int64) {
 // removeLater keeps trying to delete a node until it is gone, its session ends, or the client
 // closes (Curator's "guaranteed delete").
 func (c *Client) removeLater(p string, owner int64) {
-	c.bg.Add(1)
-	go func() {
-		defer c.bg.Done()
+	c.background(func() {
 		for {
 			_, err := c.removeNow(c.bgCtx, p, owner)
 			if err == nil || c.bgCtx.Err() != nil || errors.Is(err, ErrClosed) {
@@ -221,5 +217,5 @@ func (c *Client) removeLater(p string, owner int64) {
 				return
 			}
 		}
-	}()
+	})
 }

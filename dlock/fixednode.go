@@ -34,13 +34,11 @@ func (c *Client) tryFixed(ctx context.Context, dir string) (lease *Lease, held b
 		case ctx.Err() != nil:
 			// The create may still be applied; requests of a session run in order, so a check
 			// sent after it sees it, and removes it if it is ours.
-			c.bg.Add(1)
-			go func() {
-				defer c.bg.Done()
+			c.background(func() {
 				if st, err := c.exists(c.bgCtx, p); err == nil && st.EphemeralOwner == gen.sessionID {
 					_, _ = c.removeNow(c.bgCtx, p, gen.sessionID)
 				}
-			}()
+			})
 			return nil, false, ctx.Err()
 		case errors.Is(err, zk.ErrNodeExists):
 			// After a lost reply it may be our own node: check its owner.
