@@ -145,8 +145,24 @@ func (c *Client) watchOwn(ctx context.Context, n *ownNode) error {
 }
 
 // ensureParents creates the lock path as container nodes, which ZooKeeper deletes once they
-// are empty again, so that idle SKUs leave nothing behind.
+// are empty again, so that idle SKUs leave nothing behind. The price is that a parent may be
+// reaped between creating it and creating its child (ErrNoNode one level down): then the walk
+// starts again from the top. The server reaps an empty container at most once per check
+// interval, so a few rounds always suffice; the bound only stops a loop on a server that
+// misbehaves.
 func (c *Client) ensureParents(ctx context.Context, dir string) error {
+	const rounds = 10
+	var err error
+	for range rounds {
+		if err = c.createPath(ctx, dir); !errors.Is(err, zk.ErrNoNode) {
+			return err
+		}
+	}
+	return err
+}
+
+// createPath makes each missing node on the way to dir, top down.
+func (c *Client) createPath(ctx context.Context, dir string) error {
 	p := ""
 	for _, part := range strings.Split(strings.TrimPrefix(dir, "/"), "/") {
 		p += "/" + part

@@ -3,6 +3,7 @@ package dlock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"slices"
 	"sync"
@@ -390,6 +391,54 @@ func TestLockPathIsAContainer(t *testing.T) {
 		ok, _, err := raw.Exists(base)
 		return err == nil && !ok
 	})
+}
+
+// ZooKeeper may reap an empty container parent between the moment a Lock creates it and the
+// moment it creates the next level. A deleter that removes the empty path from the leaf up,
+// far more often than the server's container check, makes that race common; every Lock must
+// still succeed.
+func TestLockSurvivesParentsReaped(t *testing.T) {
+	c := connect(t, testenv.ZKServers(t))
+	raw := rawConn(t)
+	base := testenv.UniquePath(t)
+	path := base + "/a/b"
+	levels := []string{path, base + "/a", base}
+
+	stop := make(chan struct{})
+	reaped := make(chan int)
+	go func() {
+		n := 0
+		defer func() { reaped <- n }()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(2 * time.Millisecond):
+			}
+			for _, p := range levels {
+				if raw.Delete(p, -1) == nil {
+					n++
+				}
+			}
+		}
+	}()
+	m := dlock.NewMutex(c, path)
+	var failed error
+	for i := 0; i < 300 && failed == nil; i++ {
+		l, err := m.Lock(ctxTimeout(t, 10*time.Second))
+		if err != nil {
+			failed = fmt.Errorf("lock %d while parents are reaped: %w", i, err)
+			break
+		}
+		failed = l.Unlock(context.Background())
+	}
+	close(stop)
+	if n := <-reaped; n == 0 {
+		t.Fatal("the deleter never removed a parent: the test did not race")
+	}
+	if failed != nil {
+		t.Fatal(failed)
+	}
 }
 
 func TestInvalidLockPath(t *testing.T) {
