@@ -88,10 +88,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	case <-ctx.Done():
 	}
+	// Said before the node is deleted: the next holder may print its line the moment after, and
+	// a line printed after Unlock returned could come second although it happened first.
+	say("releases the %s lock", kind)
 	if err := lease.Unlock(context.WithoutCancel(ctx)); err != nil {
 		fmt.Fprintf(stderr, "lockdemo: %v\n", err)
 		return 1
 	}
-	say("released the %s lock", kind)
 	return 0
 }
