@@ -22,9 +22,9 @@ type BatchItem struct {
 var ErrBatchConflict = errors.New("inventory: batch conflicts with a concurrent order")
 
 // DeductBatch runs purchases of one SKU, in order, in one fenced transaction: one fence claim,
-// one read and one write of the stock for the whole batch, one order row per accepted item.
-// Items refused for stock or a reused key get their own Err; any other failure fails the whole
-// batch and changes nothing.
+// one read of the stock, one look-up of the batch's idempotency keys, one multi-row insert of the
+// accepted orders and one write of the stock, whatever the batch's size. Items refused for stock
+// or a reused key get their own Err; any other failure fails the whole batch and changes nothing.
 func (s *Store) DeductBatch(ctx context.Context, sku string, token int64, items []BatchItem, beforeCommit func() error) error {
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		if err := claimFence(tx, sku, token); err != nil {
@@ -37,7 +37,14 @@ func (s *Store) DeductBatch(ctx context.Context, sku string, token int64, items 
 			}
 			return fmt.Errorf("read stock: %w", err)
 		}
-		seen := map[string]Order{} // keys recorded earlier in this batch
+		recorded, err := ordersByRequestIDs(tx, items)
+		if err != nil {
+			return err
+		}
+		var orders []Order
+		owner := make([]int, 0, len(items)) // orders[j] answers items[owner[j]]
+		newKeys := map[string]int{}         // key -> index in orders, for repeats within the batch
+		replays := map[int]int{}            // item -> index in orders it repeats
 		for i := range items {
 			it := &items[i]
 			it.Result, it.Err = Result{}, nil
@@ -46,18 +53,20 @@ func (s *Store) DeductBatch(ctx context.Context, sku string, token int64, items 
 				return fmt.Errorf("batch of %s holds a purchase of %s", sku, p.SKU)
 			}
 			if p.RequestID != "" {
-				o, found := seen[p.RequestID]
-				if !found {
-					var err error
-					if o, found, err = orderByRequestID(tx, p.RequestID); err != nil {
-						return err
-					}
-				}
-				if found {
+				if o, found := recorded[p.RequestID]; found {
 					if o.SKU != p.SKU || o.Qty != p.Qty {
 						it.Err = ErrKeyReused
 					} else {
 						it.Result = Result{Order: o, Remaining: stock, Replayed: true}
+					}
+					continue
+				}
+				if j, found := newKeys[p.RequestID]; found {
+					if orders[j].Qty != p.Qty {
+						it.Err = ErrKeyReused
+					} else {
+						replays[i] = j
+						it.Result = Result{Remaining: stock, Replayed: true}
 					}
 					continue
 				}
@@ -71,17 +80,27 @@ func (s *Store) DeductBatch(ctx context.Context, sku string, token int64, items 
 			if p.RequestID != "" {
 				key := p.RequestID
 				o.RequestID = &key
+				newKeys[key] = len(orders)
 			}
-			if err := tx.Create(&o).Error; err != nil {
-				return fmt.Errorf("record order: %w", err)
-			}
-			if p.RequestID != "" {
-				seen[p.RequestID] = o
-			}
-			it.Result = Result{Order: o, Remaining: stock}
+			orders = append(orders, o)
+			owner = append(owner, i)
+			it.Result = Result{Remaining: stock}
 		}
-		if err := tx.Exec("UPDATE products SET stock = ?, updated_at = ? WHERE sku = ?", stock, time.Now().UTC(), sku).Error; err != nil {
-			return fmt.Errorf("write stock: %w", err)
+		if len(orders) > 0 {
+			// One INSERT of many rows: MySQL and MariaDB give a simple multi-row insert consecutive
+			// ids in every auto-increment lock mode, which is what GORM assigns back.
+			if err := tx.Create(&orders).Error; err != nil {
+				return fmt.Errorf("record %d orders: %w", len(orders), err)
+			}
+			for j, i := range owner {
+				items[i].Result.Order = orders[j]
+			}
+			for i, j := range replays {
+				items[i].Result.Order = orders[j]
+			}
+			if err := tx.Exec("UPDATE products SET stock = ?, updated_at = ? WHERE sku = ?", stock, time.Now().UTC(), sku).Error; err != nil {
+				return fmt.Errorf("write stock: %w", err)
+			}
 		}
 		if beforeCommit != nil {
 			return beforeCommit()
@@ -98,4 +117,26 @@ func (s *Store) DeductBatch(ctx context.Context, sku string, token int64, items 
 	default:
 		return fmt.Errorf("inventory: batch of %d for %s: %w", len(items), sku, err)
 	}
+}
+
+// ordersByRequestIDs reads, in one query, the orders already recorded under the batch's keys.
+func ordersByRequestIDs(tx *gorm.DB, items []BatchItem) (map[string]Order, error) {
+	var keys []string
+	for _, it := range items {
+		if it.Purchase.RequestID != "" {
+			keys = append(keys, it.Purchase.RequestID)
+		}
+	}
+	recorded := map[string]Order{}
+	if len(keys) == 0 {
+		return recorded, nil
+	}
+	var found []Order
+	if err := tx.Where("request_id IN ?", keys).Find(&found).Error; err != nil {
+		return nil, fmt.Errorf("look up %d idempotency keys: %w", len(keys), err)
+	}
+	for _, o := range found {
+		recorded[*o.RequestID] = o
+	}
+	return recorded, nil
 }

@@ -378,6 +378,25 @@ func TestDeductBatch(t *testing.T) {
 	if a := audit(t, s, "SKU-B"); a.Orders != 3 || a.Stock != 0 || a.UnitsSold != 5 || a.LostUpdates != 0 {
 		t.Fatalf("audit %+v", a)
 	}
+	// The orders the items answer with are the rows the one insert wrote, ids and all.
+	rows, err := s.Orders(ctx, "SKU-B")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, i := range []int{0, 2, 4} {
+		got, want := items[i].Result.Order, rows[k]
+		if got.ID != want.ID || got.Qty != want.Qty || (got.RequestID == nil) != (want.RequestID == nil) {
+			t.Fatalf("item %d answered with order %+v, the table holds %+v", i, got, want)
+		}
+	}
+	// A key recorded by an earlier batch is replayed, not sold again.
+	again := []inventory.BatchItem{mk(1, "b")}
+	if err := s.DeductBatch(ctx, "SKU-B", 7, again, nil); err != nil {
+		t.Fatal(err)
+	}
+	if !again[0].Result.Replayed || again[0].Result.Order.ID != items[4].Result.Order.ID {
+		t.Fatalf("a key of an earlier batch: %+v, want a replay of order %d", again[0], items[4].Result.Order.ID)
+	}
 	// A stale token or a failing last check changes nothing.
 	mustReset(t, s, "SKU-B", 5)
 	before := audit(t, s, "SKU-B")
