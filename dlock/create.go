@@ -49,6 +49,9 @@ func (c *Client) createNode(ctx context.Context, dir string, k kind) (*ownNode, 
 			// by GUID before trying again, or it would block the queue until the session ends.
 			name, owner, err = c.findProtected(ctx, dir, guid)
 			if err != nil {
+				// Gave up looking (the context ended while the session was away): the node may
+				// still be there, in a session that comes back, ahead of every later waiter.
+				c.removeProtectedLater(dir, guid)
 				return nil, err
 			}
 			if name == "" {
@@ -91,14 +94,38 @@ func (c *Client) createAbandonable(ctx context.Context, dir, prefix, guid string
 		r := <-ch
 		switch {
 		case r.err == nil:
-			c.removeNow(c.bgCtx, r.name, r.owner)
+			c.removeLater(r.name, r.owner)
 		case isConnectionError(r.err):
-			if name, owner, err := c.findProtected(c.bgCtx, dir, guid); err == nil && name != "" {
-				c.removeNow(c.bgCtx, name, owner)
-			}
+			c.removeProtectedLater(dir, guid)
 		}
 	})
 	return "", 0, ctx.Err()
+}
+
+// removeProtectedLater finds an abandoned attempt's node by its GUID once the session is back,
+// and deletes it. Its create may have been applied with the reply lost; if the session ended
+// meanwhile, the node went with it and there is nothing to find.
+func (c *Client) removeProtectedLater(dir, guid string) {
+	c.background(func() {
+		for {
+			name, owner, err := c.findProtected(c.bgCtx, dir, guid)
+			if err == nil {
+				if name != "" {
+					c.removeLater(name, owner)
+				}
+				return
+			}
+			if c.bgCtx.Err() != nil || errors.Is(err, ErrClosed) {
+				return
+			}
+			c.log.Warn("looking for an abandoned lock node failed", "dir", dir, "err", err)
+			select {
+			case <-time.After(time.Second):
+			case <-c.bgCtx.Done():
+				return
+			}
+		}
+	})
 }
 
 // findProtected looks for this attempt's node by GUID. A node with the GUID but owned by an

@@ -56,6 +56,36 @@ func TestConnectionLossDuringCreateLeavesNoOrphan(t *testing.T) {
 	}
 }
 
+// A Lock that gives up while it cannot learn whether its create was applied (the reply lost, the
+// server unreachable until the context ends) must still not leave its node behind: the session
+// comes back with the node in it, ahead of every later waiter, and nobody would ever delete it.
+func TestAbandonedCreateIsCleanedUpWhenTheSessionReturns(t *testing.T) {
+	servers := testenv.ZKServers(t)
+	path := testenv.UniquePath(t)
+	raw := rawConn(t)
+	holder, err := dlock.NewMutex(connect(t, servers), path).Lock(ctxTimeout(t, 5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := tcpproxy.New(t, servers[0])
+	c := connect(t, []string{proxy.Addr()}, dlock.WithSessionTimeout(10*time.Second))
+	sid := c.SessionID()
+	proxy.CutAfterRequestAndHold(func(op int32) bool { return op == opCreate })
+	_, err = dlock.NewMutex(c, path).Lock(ctxTimeout(t, time.Second))
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("lock while cut off: %v, want a deadline error", err)
+	}
+	if nodes := lockNodes(t, raw, path); len(nodes) != 2 {
+		t.Fatalf("queue %v: the create did not reach ZooKeeper, so nothing was tested", nodes)
+	}
+	proxy.Restore()
+	eventually(t, 10*time.Second, "the abandoned create's node to be deleted", func() bool { return len(lockNodes(t, raw, path)) == 1 })
+	if c.SessionID() != sid {
+		t.Fatalf("session changed from %#x to %#x: the node went with it, nothing was tested", sid, c.SessionID())
+	}
+	mustUnlock(t, holder)
+}
+
 func TestSessionExpiryLosesLeaseAndFencesIt(t *testing.T) {
 	servers := testenv.ZKServers(t)
 	path := testenv.UniquePath(t)

@@ -20,6 +20,7 @@ type Proxy struct {
 	cut    bool
 	conns  map[net.Conn]struct{}
 	armed  func(opcode int32) bool
+	hold   bool // once armed fires, refuse connections until Restore
 	closed bool
 	wg     sync.WaitGroup
 }
@@ -66,7 +67,15 @@ func (p *Proxy) Restore() {
 // connections are still let through, so the client reconnects with the same session.
 func (p *Proxy) CutAfterRequest(match func(opcode int32) bool) {
 	p.mu.Lock()
-	p.armed = match
+	p.armed, p.hold = match, false
+	p.mu.Unlock()
+}
+
+// CutAfterRequestAndHold is CutAfterRequest, but the proxy then refuses new connections until
+// Restore: the client learns nothing of its request's fate while the session lives on.
+func (p *Proxy) CutAfterRequestAndHold(match func(opcode int32) bool) {
+	p.mu.Lock()
+	p.armed, p.hold = match, true
 	p.mu.Unlock()
 }
 
@@ -167,5 +176,8 @@ func (p *Proxy) fire(opcode int32) bool {
 		return false
 	}
 	p.armed = nil
+	if p.hold {
+		p.cut = true
+	}
 	return true
 }
