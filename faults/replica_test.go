@@ -12,10 +12,12 @@ import (
 )
 
 // Scenario 1: kill -9 the replica that holds the SKU lock inside its critical section.
-func TestHolderKilled(t *testing.T) {
+func TestHolderKilled(t *testing.T) { inEachMode(t, testHolderKilled) }
+
+func testHolderKilled(t *testing.T, mode string) {
 	const session = 3 * time.Second
 	dsn := testenv.MySQLDatabase(t)
-	rs := startReplicas(t, 3, dsn, testenv.ZKEnsemble(t), "ZK_SESSION_TIMEOUT=3s", "WORK_DELAY=300ms", "LOCK_TIMEOUT=20s")
+	rs := startReplicas(t, 3, dsn, testenv.ZKEnsemble(t), "ZK_SESSION_TIMEOUT=3s", "WORK_DELAY=300ms", "LOCK_TIMEOUT=20s", "LOCK_MODE="+mode)
 	sku := "F-KILL"
 	reset(t, rs[1], sku, 100000)
 	b := startBuyers(rs, sku, 6, 0)
@@ -52,7 +54,7 @@ func TestHolderKilled(t *testing.T) {
 	if stall > session+2*time.Second {
 		t.Fatalf("sales stalled %v after the holder died; session timeout is %v", stall, session)
 	}
-	record(reliabilityRow{"1. holder killed", "`kill -9` of the replica holding the lock, mid-transaction, under load (3 replicas, 6 buyers)",
+	record(reliabilityRow{"1. holder killed (" + mode + ")", "`kill -9` of the replica holding the lock, mid-transaction, under load (3 replicas, 6 buyers)",
 		fmt.Sprintf("its %d in-flight purchases left no order (rolled back); its node vanished when its session expired; the other replicas carried on (%d sold)", len(inFlight), codes["201"]),
 		fmt.Sprintf("%.1f s (session 3 s)", stall.Seconds()), fmtAudit(a)})
 }
@@ -64,7 +66,7 @@ func TestHolderKilled(t *testing.T) {
 // session later, and its overdue write comes first. With the fence (zk) the stock stays exact;
 // with the lock alone (zk-unfenced) it is corrupted, and the test insists that it is.
 func TestHolderPausedPastSession(t *testing.T) {
-	for _, mode := range []string{"zk", "zk-unfenced"} {
+	for _, mode := range append(lockedModes, "zk-unfenced") {
 		t.Run(mode, func(t *testing.T) {
 			dsn := testenv.MySQLDatabase(t)
 			ensemble := testenv.ZKEnsemble(t)
@@ -127,14 +129,15 @@ func TestHolderPausedPastSession(t *testing.T) {
 				collect()
 			}
 			proxy.Restore()
-			a, codes := verdict(t, dsn, sku, outcomes, mode == "zk")
+			fenced := mode != "zk-unfenced"
+			a, codes := verdict(t, dsn, sku, outcomes, fenced)
 			t.Logf("stale holder answered %d %s; answers %v; audit %+v", stale.status, stale.code, codes, a)
 			corrupted := a.LostUpdates != 0 || a.Oversold != 0
 			var did string
 			switch {
 			case stale.status == 503:
 				did = fmt.Sprintf("the woken holder learnt of its lost lease before commit and rolled back: 503 %s", stale.code)
-			case mode == "zk":
+			case fenced:
 				did = "the woken holder had claimed the fence before the pause; that claim's row lock held the new holder back until the old one committed (201), then the new holder sold on the true stock"
 			case corrupted:
 				did = "the new holder sold during the pause; the woken holder wrote the stock it had read before it (201): **corrupted**, as this mode must show"
@@ -142,7 +145,7 @@ func TestHolderPausedPastSession(t *testing.T) {
 				did = fmt.Sprintf("the woken holder answered %d", stale.status)
 			}
 			switch {
-			case mode == "zk" && stale.status != 201 && !(stale.status == 503 && (stale.code == "lock_lost" || stale.code == "stale_token")):
+			case fenced && stale.status != 201 && !(stale.status == 503 && (stale.code == "lock_lost" || stale.code == "stale_token")):
 				t.Fatalf("stale holder answered %d %s", stale.status, stale.code)
 			case mode == "zk-unfenced" && !corrupted:
 				// The danger must stay visible: the lock alone does not protect the stock.
@@ -157,13 +160,15 @@ func TestHolderPausedPastSession(t *testing.T) {
 
 // Scenario 6: the holding replica is cut off from ZooKeeper. Lost fires after two thirds of the
 // session, the purchase rolls back with lock_lost, and another replica takes over.
-func TestHolderCutOffFromZooKeeper(t *testing.T) {
+func TestHolderCutOffFromZooKeeper(t *testing.T) { inEachMode(t, testHolderCutOffFromZooKeeper) }
+
+func testHolderCutOffFromZooKeeper(t *testing.T, mode string) {
 	ensemble := testenv.ZKEnsemble(t)
 	proxy := tcpproxy.New(t, ensemble[0])
 	dsn := testenv.MySQLDatabase(t)
 	const settings = "ZK_SESSION_TIMEOUT=3s"
-	cut := startReplicas(t, 1, dsn, []string{proxy.Addr()}, settings, "WORK_DELAY=10s", "LOCK_TIMEOUT=20s")[0]
-	other := startReplicas(t, 1, dsn, ensemble, settings, "WORK_DELAY=10ms", "LOCK_TIMEOUT=20s", "REPLICA_ID=order2")[0]
+	cut := startReplicas(t, 1, dsn, []string{proxy.Addr()}, settings, "WORK_DELAY=10s", "LOCK_TIMEOUT=20s", "LOCK_MODE="+mode)[0]
+	other := startReplicas(t, 1, dsn, ensemble, settings, "WORK_DELAY=10ms", "LOCK_TIMEOUT=20s", "LOCK_MODE="+mode, "REPLICA_ID=order2")[0]
 	other.name = "order2"
 	sku := "F-CUT"
 	reset(t, other, sku, 10)
@@ -201,7 +206,7 @@ func TestHolderCutOffFromZooKeeper(t *testing.T) {
 		t.Fatalf("audit %+v: want only the other replica's order", a)
 	}
 	t.Logf("lock_lost %v after the cut; other replica sold %v after the cut (its purchase took %v)", lostAfter, takeover, time.Since(start))
-	record(reliabilityRow{"6. holder cut off from ZooKeeper", "TCP proxy between the holding replica and ZooKeeper cut mid-transaction",
+	record(reliabilityRow{"6. holder cut off from ZooKeeper (" + mode + ")", "TCP proxy between the holding replica and ZooKeeper cut mid-transaction",
 		fmt.Sprintf("Lost fired after %.1f s, the purchase rolled back and answered 503 lock_lost; another replica sold once the session expired", lostAfter.Seconds()),
 		fmt.Sprintf("%.1f s until the other replica sold (session 3 s)", takeover.Seconds()), fmtAudit(a)})
 }

@@ -90,7 +90,9 @@ func longestGap(outcomes map[string]outcome, from, to time.Time) time.Duration {
 }
 
 // Scenario 3: kill -9 the ZooKeeper leader under load.
-func TestZooKeeperLeaderKilled(t *testing.T) {
+func TestZooKeeperLeaderKilled(t *testing.T) { inEachMode(t, testZooKeeperLeaderKilled) }
+
+func testZooKeeperLeaderKilled(t *testing.T, mode string) {
 	ensemble, dirs := testenv.ZKEnsemble(t), ensembleDirs(t)
 	waitServing(t, ensemble, 60*time.Second)
 	leader := -1
@@ -103,7 +105,7 @@ func TestZooKeeperLeaderKilled(t *testing.T) {
 		t.Fatal("no leader in the ensemble")
 	}
 	dsn := testenv.MySQLDatabase(t)
-	rs := startReplicas(t, 3, dsn, ensemble, "ZK_SESSION_TIMEOUT=6s", "WORK_DELAY=20ms", "LOCK_TIMEOUT=20s")
+	rs := startReplicas(t, 3, dsn, ensemble, "ZK_SESSION_TIMEOUT=6s", "WORK_DELAY=20ms", "LOCK_TIMEOUT=20s", "LOCK_MODE="+mode)
 	sku := "F-LEADER"
 	reset(t, rs[0], sku, 100000)
 	b := startBuyers(rs, sku, 6, 0)
@@ -123,20 +125,22 @@ func TestZooKeeperLeaderKilled(t *testing.T) {
 	}
 	stall := longestGap(outcomes, killedAt, end)
 	a, codes := verdict(t, dsn, sku, outcomes, true)
-	checkTokensGrow(t, dsn, sku)
+	checkTokensGrow(t, dsn, sku, mode)
 	t.Logf("leader peer %d killed; longest pause %v; answers %v; audit %+v", leader+1, stall, codes, a)
-	record(reliabilityRow{"3. ZooKeeper leader killed", fmt.Sprintf("`kill -9` of the leader of the 3-peer ensemble under load (6 buyers, 3 replicas)"),
+	record(reliabilityRow{"3. ZooKeeper leader killed (" + mode + ")", fmt.Sprintf("`kill -9` of the leader of the 3-peer ensemble under load (6 buyers, 3 replicas)"),
 		fmt.Sprintf("purchases paused during the election and resumed; no two holders (fencing tokens grow with every order); answers %s", fmtCodes(codes)),
 		fmt.Sprintf("%.1f s longest pause", stall.Seconds()), fmtAudit(a)})
 }
 
 // Scenario 4: the whole ensemble down for 20 s under load.
-func TestZooKeeperDownUnderLoad(t *testing.T) {
+func TestZooKeeperDownUnderLoad(t *testing.T) { inEachMode(t, testZooKeeperDownUnderLoad) }
+
+func testZooKeeperDownUnderLoad(t *testing.T, mode string) {
 	ensemble, dirs := testenv.ZKEnsemble(t), ensembleDirs(t)
 	waitServing(t, ensemble, 60*time.Second)
 	dsn := testenv.MySQLDatabase(t)
 	const lockTimeout = 2 * time.Second
-	rs := startReplicas(t, 3, dsn, ensemble, "ZK_SESSION_TIMEOUT=6s", "WORK_DELAY=20ms", "LOCK_TIMEOUT=2s")
+	rs := startReplicas(t, 3, dsn, ensemble, "ZK_SESSION_TIMEOUT=6s", "WORK_DELAY=20ms", "LOCK_TIMEOUT=2s", "LOCK_MODE="+mode)
 	sku := "F-ZKDOWN"
 	reset(t, rs[0], sku, 100000)
 	b := startBuyers(rs, sku, 6, 0)
@@ -192,16 +196,18 @@ func TestZooKeeperDownUnderLoad(t *testing.T) {
 	a, codes := verdict(t, dsn, sku, outcomes, true)
 	t.Logf("down %v; %d clean 503s while down; first sale %v after restart; answers %v; audit %+v",
 		upAt.Sub(downAt).Round(time.Second), failedFast, back.Sub(upAt), codes, a)
-	record(reliabilityRow{"4. ZooKeeper fully down", fmt.Sprintf("all 3 peers stopped for %.0f s under load (LOCK_TIMEOUT 2 s)", upAt.Sub(downAt).Seconds()),
+	record(reliabilityRow{"4. ZooKeeper fully down (" + mode + ")", fmt.Sprintf("all 3 peers stopped for %.0f s under load (LOCK_TIMEOUT 2 s)", upAt.Sub(downAt).Seconds()),
 		fmt.Sprintf("%d purchases answered 503 lock_unavailable, the slowest after %.1f s; none sold; /readyz 503; recovered without restarting replicas", failedFast, slowest.Seconds()),
 		fmt.Sprintf("%.1f s from restart to the first sale", back.Sub(upAt).Seconds()), fmtAudit(a)})
 }
 
 // Scenario 5: MariaDB restarted under load.
-func TestMySQLRestartUnderLoad(t *testing.T) {
+func TestMySQLRestartUnderLoad(t *testing.T) { inEachMode(t, testMySQLRestartUnderLoad) }
+
+func testMySQLRestartUnderLoad(t *testing.T, mode string) {
 	myDir := os.Getenv("MYSQL_DIR")
 	dsn := testenv.MySQLDatabase(t)
-	rs := startReplicas(t, 3, dsn, testenv.ZKEnsemble(t), "ZK_SESSION_TIMEOUT=6s", "WORK_DELAY=20ms", "LOCK_TIMEOUT=5s")
+	rs := startReplicas(t, 3, dsn, testenv.ZKEnsemble(t), "ZK_SESSION_TIMEOUT=6s", "WORK_DELAY=20ms", "LOCK_TIMEOUT=5s", "LOCK_MODE="+mode)
 	sku := "F-DBDOWN"
 	reset(t, rs[0], sku, 100000)
 	b := startBuyers(rs, sku, 6, 0)
@@ -222,7 +228,7 @@ func TestMySQLRestartUnderLoad(t *testing.T) {
 		t.Errorf("lock still held by %s after the load stopped", holder)
 	}
 	t.Logf("down %v; back after %v; answers %v; audit %+v", upAt.Sub(downAt).Round(100*time.Millisecond), back.Sub(upAt), codes, a)
-	record(reliabilityRow{"5. MariaDB restarted", fmt.Sprintf("mariadbd stopped for %.0f s under load, then started again", upAt.Sub(downAt).Seconds()),
+	record(reliabilityRow{"5. MariaDB restarted (" + mode + ")", fmt.Sprintf("mariadbd stopped for %.0f s under load, then started again", upAt.Sub(downAt).Seconds()),
 		fmt.Sprintf("clean 503s while down (%s), no partial order, locks released, recovered without restarting replicas", fmtCodes(codes)),
 		fmt.Sprintf("%.1f s from restart to the first sale", back.Sub(upAt).Seconds()), fmtAudit(a)})
 }

@@ -29,8 +29,10 @@ func rssKiB(pid int) int64 {
 	return 0
 }
 
-// Scenario 7: 5,000 purchases at concurrency 200 across 3 replicas, stock 4,000, mode zk.
-func TestSustainedLoad(t *testing.T) {
+// Scenario 7: 5,000 purchases at concurrency 200 across 3 replicas, stock 4,000.
+func TestSustainedLoad(t *testing.T) { inEachMode(t, testSustainedLoad) }
+
+func testSustainedLoad(t *testing.T, mode string) {
 	dsn := testenv.MySQLDatabase(t)
 	rs := startReplicas(t, 3, dsn, testenv.ZKEnsemble(t), "ZK_SESSION_TIMEOUT=6s", "LOCK_TIMEOUT=30s")
 	var targets []string
@@ -63,7 +65,7 @@ func TestSustainedLoad(t *testing.T) {
 		}
 	}()
 	rep, err := loadtest.Run(context.Background(), loadtest.Config{Targets: targets, SKU: "F-SUSTAIN", Stock: 4000, Requests: 5000,
-		Concurrency: 200, Qty: 1, Modes: []string{"zk"}, AdminToken: "faults", Timeout: time.Minute}, loadtest.NoProgress{})
+		Concurrency: 200, Qty: 1, Modes: []string{mode}, AdminToken: "faults", Timeout: time.Minute}, loadtest.NoProgress{})
 	close(stop)
 	<-done
 	if err != nil {
@@ -79,7 +81,7 @@ func TestSustainedLoad(t *testing.T) {
 		t.Fatalf("sustained load: %d accepted, %d sold out, %d errors %v, final stock %d, oversold %d, lost %d",
 			row.Accepted, row.SoldOut, row.Errors, row.ErrorCodes, row.FinalStock, row.Oversold, row.LostUpdates)
 	}
-	checkTokensGrow(t, dsn, "F-SUSTAIN")
+	checkTokensGrow(t, dsn, "F-SUSTAIN", mode)
 
 	// Memory stays flat: the peak of the second half of the run is within half again of the
 	// first half's, per replica.
@@ -105,7 +107,7 @@ func TestSustainedLoad(t *testing.T) {
 		}
 	}
 	t.Logf("peak RSS first half → second half: %s", strings.Join(growth, ", "))
-	record(reliabilityRow{"7. sustained load", "5,000 purchases, 200 in flight, 3 replicas, stock 4,000, mode zk",
+	record(reliabilityRow{"7. sustained load (" + mode + ")", "5,000 purchases, 200 in flight, 3 replicas, stock 4,000",
 		fmt.Sprintf("4,000 × 201 and 1,000 × 409, no other answer; %.0f req/s, p50 %.0f ms, p99 %.0f ms; peak RSS %s", row.Throughput, row.P50, row.P99, strings.Join(growth, ", ")),
 		"none", fmt.Sprintf("sold %d of 4000, stock %d, oversold %d, lost updates %d", row.UnitsSold, row.FinalStock, row.Oversold, row.LostUpdates)})
 }
