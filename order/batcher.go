@@ -3,7 +3,9 @@ package order
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -65,13 +67,41 @@ func (s *Server) sellBatched(ctx context.Context, p inventory.Purchase) (invento
 		go b.run()
 	}
 	b.mu.Unlock()
+	// As in mode zk, a purchase waits at most LOCK_TIMEOUT for the lock: here, for a batch to take
+	// it. The batcher may be busy for longer than that (releasing a lease while ZooKeeper is
+	// unreachable, say), and the purchase must not wait behind it.
+	timer := time.NewTimer(s.cfg.LockTimeout)
+	defer timer.Stop()
 	select {
 	case a := <-r.done:
 		return a.res, a.err
+	case <-timer.C:
+		if b.withdraw(r) {
+			return inventory.Result{}, fmt.Errorf("%w: no batch took the purchase within %v", errLockUnavailable, s.cfg.LockTimeout)
+		}
+		// A batch holds the lock and has the purchase: its answer comes next.
+		select {
+		case a := <-r.done:
+			return a.res, a.err
+		case <-ctx.Done():
+			return inventory.Result{}, ctx.Err()
+		}
 	case <-ctx.Done():
 		// If the batch already took it, it may still be sold: as for any client that hangs up.
 		return inventory.Result{}, ctx.Err()
 	}
+}
+
+// withdraw removes a purchase that no batch has taken yet; false if one has.
+func (b *batcher) withdraw(r *batchReq) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	i := slices.Index(b.queue, r)
+	if i < 0 {
+		return false
+	}
+	b.queue = slices.Delete(b.queue, i, i+1)
+	return true
 }
 
 // take removes up to n live requests from the head of the queue; requests whose client has gone

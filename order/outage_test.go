@@ -6,12 +6,19 @@ import (
 
 	"github.com/zkstock/zkstock/internal/tcpproxy"
 	"github.com/zkstock/zkstock/internal/testenv"
+	"github.com/zkstock/zkstock/order"
 )
 
 func TestZooKeeperUnreachable(t *testing.T) {
+	for _, mode := range []order.LockMode{order.ModeZK, order.ModeZKBatch} {
+		t.Run(string(mode), func(t *testing.T) { testZooKeeperUnreachable(t, mode) })
+	}
+}
+
+func testZooKeeperUnreachable(t *testing.T, mode order.LockMode) {
 	proxy := tcpproxy.New(t, testenv.ZKServers(t)[0])
 	const lockTimeout = time.Second
-	rs := newCluster(t, 1, clusterOpts{ZKServers: []string{proxy.Addr()}, LockTimeout: lockTimeout})
+	rs := newCluster(t, 1, clusterOpts{Mode: mode, ZKServers: []string{proxy.Addr()}, LockTimeout: lockTimeout})
 	r := rs[0]
 	sku := "SKU-outage"
 	resetStock(t, r, sku, 10)

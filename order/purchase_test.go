@@ -150,7 +150,13 @@ func testIdempotencyKeyAcrossReplicas(t *testing.T, mode order.LockMode) {
 }
 
 func TestLeaseLostBeforeCommitRollsBack(t *testing.T) {
-	rs := newCluster(t, 1, clusterOpts{WorkDelay: 2 * time.Second})
+	for _, mode := range []order.LockMode{order.ModeZK, order.ModeZKBatch} {
+		t.Run(string(mode), func(t *testing.T) { testLeaseLostBeforeCommitRollsBack(t, mode) })
+	}
+}
+
+func testLeaseLostBeforeCommitRollsBack(t *testing.T, mode order.LockMode) {
+	rs := newCluster(t, 1, clusterOpts{Mode: mode, WorkDelay: 2 * time.Second})
 	sku := "SKU-lost"
 	resetStock(t, rs[0], sku, 5)
 	raw, _, err := zk.Connect(testenv.ZKServers(t), 10*time.Second, zk.WithLogInfo(false))
