@@ -60,6 +60,12 @@ func TestUsageOnBadFlag(t *testing.T) {
 // SIGTERM under load: in-flight purchases finish, every 201 is an order, every order was answered
 // 201 or its client's connection was cut, and no lock node is left behind.
 func TestGracefulShutdownUnderLoad(t *testing.T) {
+	for _, mode := range []string{"zk", "zk-batch"} {
+		t.Run(mode, func(t *testing.T) { testGracefulShutdownUnderLoad(t, mode) })
+	}
+}
+
+func testGracefulShutdownUnderLoad(t *testing.T, mode string) {
 	bin := buildOrderd(t)
 	dsn := testenv.MySQLDatabase(t)
 	addr := freeAddr(t)
@@ -69,7 +75,7 @@ func TestGracefulShutdownUnderLoad(t *testing.T) {
 
 	cmd := exec.Command(bin)
 	cmd.Env = append(os.Environ(), "HTTP_ADDR="+addr, "REPLICA_ID=orderd-test", "ZK_SERVERS="+strings.Join(testenv.ZKServers(t), ","),
-		"MYSQL_DSN="+dsn, "ADMIN_TOKEN=secret", "WORK_DELAY=20ms", "LOCK_TIMEOUT=20s", "LOG_LEVEL=info")
+		"MYSQL_DSN="+dsn, "ADMIN_TOKEN=secret", "WORK_DELAY=20ms", "LOCK_TIMEOUT=20s", "LOG_LEVEL=info", "LOCK_MODE="+mode)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
