@@ -135,6 +135,8 @@ func TestHolderPausedPastSession(t *testing.T) {
 			corrupted := a.LostUpdates != 0 || a.Oversold != 0
 			var did string
 			switch {
+			case stale.status == 503 && stale.code == "stale_token":
+				did = "the new holder claimed the fence during the pause; the woken holder's transaction carried the older token, was refused by the fence and rolled back: 503 stale_token"
 			case stale.status == 503:
 				did = fmt.Sprintf("the woken holder learnt of its lost lease before commit and rolled back: 503 %s", stale.code)
 			case fenced:
