@@ -4,6 +4,7 @@ SHELL := /bin/bash
 GO ?= go
 SERVERS := scripts/servers.sh
 BENCHTIME ?= 3000x
+BENCH_ROUNDS ?= 6
 # make demo DEMO_FLAGS='-requests 300 -stock 30' for a shorter run; any loadtest flag goes
 DEMO_FLAGS ?=
 FUZZTIME ?= 30s
@@ -46,9 +47,12 @@ demo-up:
 demo-down:
 	scripts/demo.sh down .demo
 
-## bench: dlock against go-zookeeper's zk.Lock, 1, 3 and 30 contenders, one run side by side
+## bench: dlock against go-zookeeper's zk.Lock, 1, 3 and 30 contenders, side by side: a warm-up,
+## then BENCH_ROUNDS rounds that alternate the two, summed up by benchstat (raw lines in out/)
 bench:
-	$(SERVERS) run --no-ensemble -- $(GO) test -run '^$$' -bench Mutex -benchtime $(BENCHTIME) -count 3 ./dlock
+	@mkdir -p out
+	$(SERVERS) run --no-ensemble -- scripts/bench.sh $(BENCH_ROUNDS) $(BENCHTIME) out/bench-mutex.txt
+	$(GO) tool benchstat -col /impl out/bench-mutex.txt
 
 ## servers-start / servers-stop: keep servers running for go test by hand (source .servers/env.sh)
 servers-start:
