@@ -106,26 +106,13 @@ func (c *Client) createAbandonable(ctx context.Context, dir, prefix, guid string
 // and deletes it. Its create may have been applied with the reply lost; if the session ended
 // meanwhile, the node went with it and there is nothing to find.
 func (c *Client) removeProtectedLater(dir, guid string) {
-	c.background(func() {
-		for {
-			name, owner, err := c.findProtected(c.bgCtx, dir, guid)
-			if err == nil {
-				if name != "" {
-					c.removeLater(name, owner)
-				}
-				return
-			}
-			if c.bgCtx.Err() != nil || errors.Is(err, ErrClosed) {
-				return
-			}
-			c.log.Warn("looking for an abandoned lock node failed", "dir", dir, "err", err)
-			select {
-			case <-time.After(time.Second):
-			case <-c.bgCtx.Done():
-				return
-			}
+	c.keepTrying("looking for an abandoned lock node", func(ctx context.Context) error {
+		name, owner, err := c.findProtected(ctx, dir, guid)
+		if err == nil && name != "" {
+			c.removeLater(name, owner)
 		}
-	})
+		return err
+	}, "dir", dir)
 }
 
 // findProtected looks for this attempt's node by GUID. A node with the GUID but owned by an
@@ -247,13 +234,21 @@ func (c *Client) discard(ctx context.Context, p string, owner int64) {
 // removeLater keeps trying to delete a node until it is gone, its session ends, or the client
 // closes (Curator's "guaranteed delete").
 func (c *Client) removeLater(p string, owner int64) {
+	c.keepTrying("deleting lock node", func(ctx context.Context) error {
+		_, err := c.removeNow(ctx, p, owner)
+		return err
+	}, "node", p)
+}
+
+// keepTrying runs op in the background, once a second, until it succeeds or the client closes.
+func (c *Client) keepTrying(what string, op func(context.Context) error, logArgs ...any) {
 	c.background(func() {
 		for {
-			_, err := c.removeNow(c.bgCtx, p, owner)
+			err := op(c.bgCtx)
 			if err == nil || c.bgCtx.Err() != nil || errors.Is(err, ErrClosed) {
 				return
 			}
-			c.log.Warn("deleting lock node failed", "node", p, "err", err)
+			c.log.Warn(what+" failed; trying again", append(logArgs, "err", err)...)
 			select {
 			case <-time.After(time.Second):
 			case <-c.bgCtx.Done():

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-zookeeper/zk"
+
 	"github.com/zkstock/zkstock/dlock"
 	"github.com/zkstock/zkstock/internal/tcpproxy"
 	"github.com/zkstock/zkstock/internal/testenv"
@@ -13,16 +15,31 @@ import (
 
 const opCreate = 1 // ZooKeeper's create request
 
-func TestConnectionLossDuringCreateLeavesNoOrphan(t *testing.T) {
+// behindHolder is where the create-loss tests start: path's lock held by a client of its own,
+// and a client c that reaches ZooKeeper through a proxy the test can cut.
+type behindHolder struct {
+	path   string
+	raw    *zk.Conn
+	holder *dlock.Lease
+	proxy  *tcpproxy.Proxy
+	c      *dlock.Client
+}
+
+func queueBehindHolder(t *testing.T, session time.Duration) behindHolder {
+	t.Helper()
 	servers := testenv.ZKServers(t)
-	path := testenv.UniquePath(t)
-	raw := rawConn(t)
-	holder, err := dlock.NewMutex(connect(t, servers), path).Lock(ctxTimeout(t, 5*time.Second))
-	if err != nil {
+	s := behindHolder{path: testenv.UniquePath(t), raw: rawConn(t), proxy: tcpproxy.New(t, servers[0])}
+	var err error
+	if s.holder, err = dlock.NewMutex(connect(t, servers), s.path).Lock(ctxTimeout(t, 5*time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	proxy := tcpproxy.New(t, servers[0])
-	c := connect(t, []string{proxy.Addr()}, dlock.WithSessionTimeout(6*time.Second))
+	s.c = connect(t, []string{s.proxy.Addr()}, dlock.WithSessionTimeout(session))
+	return s
+}
+
+func TestConnectionLossDuringCreateLeavesNoOrphan(t *testing.T) {
+	s := queueBehindHolder(t, 6*time.Second)
+	path, raw, holder, proxy, c := s.path, s.raw, s.holder, s.proxy, s.c
 	proxy.CutAfterRequest(func(op int32) bool { return op == opCreate })
 	createsBefore := c.Stats().Creates
 
@@ -60,18 +77,11 @@ func TestConnectionLossDuringCreateLeavesNoOrphan(t *testing.T) {
 // server unreachable until the context ends) must still not leave its node behind: the session
 // comes back with the node in it, ahead of every later waiter, and nobody would ever delete it.
 func TestAbandonedCreateIsCleanedUpWhenTheSessionReturns(t *testing.T) {
-	servers := testenv.ZKServers(t)
-	path := testenv.UniquePath(t)
-	raw := rawConn(t)
-	holder, err := dlock.NewMutex(connect(t, servers), path).Lock(ctxTimeout(t, 5*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := tcpproxy.New(t, servers[0])
-	c := connect(t, []string{proxy.Addr()}, dlock.WithSessionTimeout(10*time.Second))
+	s := queueBehindHolder(t, 10*time.Second)
+	path, raw, holder, proxy, c := s.path, s.raw, s.holder, s.proxy, s.c
 	sid := c.SessionID()
 	proxy.CutAfterRequestAndHold(func(op int32) bool { return op == opCreate })
-	_, err = dlock.NewMutex(c, path).Lock(ctxTimeout(t, time.Second))
+	_, err := dlock.NewMutex(c, path).Lock(ctxTimeout(t, time.Second))
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("lock while cut off: %v, want a deadline error", err)
 	}
