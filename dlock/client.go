@@ -28,7 +28,9 @@ type Client struct {
 	mu         sync.Mutex
 	gen        *generation   // the session leases are trusted under; nil before the first session
 	hasSession bool          // connected with a live session right now
-	sessionUp  chan struct{} // closed while hasSession; replaced when the connection drops
+	usable     bool          // hasSession, and go-zookeeper has set its watches again
+	sessionUp  chan struct{} // closed while usable; replaced when the connection drops
+	epoch      int           // counts connections made and lost, so a late opening is ignored
 	downTimer  *time.Timer   // ends gen if the connection stays down too long
 	closed     bool
 }

@@ -59,6 +59,7 @@ func (c *Client) onEvent(ev zk.Event) {
 			c.downTimer.Stop()
 			c.downTimer = nil
 		}
+		first := c.gen == nil
 		if c.gen == nil || c.gen.sessionID != id || c.gen.ended() {
 			if c.gen != nil && !c.gen.ended() {
 				c.gen.end(fmt.Errorf("%w: ZooKeeper session %#x expired", ErrLost, c.gen.sessionID))
@@ -66,10 +67,27 @@ func (c *Client) onEvent(ev zk.Event) {
 			c.gen = newGeneration(id)
 			c.log.Info("zookeeper session established", "session", fmt.Sprintf("%#x", id))
 		}
-		if !c.hasSession {
-			c.hasSession = true
-			close(c.sessionUp)
+		if c.hasSession {
+			return
 		}
+		c.hasSession = true
+		c.epoch++
+		if first {
+			c.openLocked() // no watch yet for go-zookeeper to set again
+			return
+		}
+		// go-zookeeper sets the client's watches again right after this event, reading the last
+		// zxid it saw without a lock while its receive loop writes it with each reply
+		// (go-zookeeper/zk PR #35, samuel/go-zookeeper#260). A request sent at once would race
+		// with it, so the waiters go on a moment later.
+		epoch := c.epoch
+		time.AfterFunc(watchResetGrace, func() {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			if c.hasSession && c.epoch == epoch && !c.closed {
+				c.openLocked()
+			}
+		})
 	case zk.StateExpired:
 		if c.gen != nil {
 			c.gen.end(fmt.Errorf("%w: ZooKeeper session %#x expired", ErrLost, c.gen.sessionID))
@@ -83,12 +101,28 @@ func (c *Client) onEvent(ev zk.Event) {
 	}
 }
 
+// watchResetGrace is how long after a reconnection requests wait for go-zookeeper to have set
+// its watches again; it does so at once, so this is ample and costs nothing next to an outage.
+const watchResetGrace = 50 * time.Millisecond
+
+// openLocked lets requests through: session() returns at once until the connection drops.
+func (c *Client) openLocked() {
+	if !c.usable {
+		c.usable = true
+		close(c.sessionUp)
+	}
+}
+
 func (c *Client) connectionDownLocked() {
 	if !c.hasSession {
 		return
 	}
 	c.hasSession = false
-	c.sessionUp = make(chan struct{})
+	c.epoch++
+	if c.usable {
+		c.usable = false
+		c.sessionUp = make(chan struct{})
+	}
 	if c.gen == nil || c.gen.ended() {
 		return
 	}
@@ -113,7 +147,7 @@ func (c *Client) session(ctx context.Context) (*generation, error) {
 			c.mu.Unlock()
 			return nil, ErrClosed
 		}
-		if c.hasSession {
+		if c.usable {
 			g := c.gen
 			c.mu.Unlock()
 			return g, nil
