@@ -42,9 +42,8 @@ func (s *Store) DeductBatch(ctx context.Context, sku string, token int64, items 
 			return err
 		}
 		var orders []Order
-		owner := make([]int, 0, len(items)) // orders[j] answers items[owner[j]]
-		newKeys := map[string]int{}         // key -> index in orders, for repeats within the batch
-		replays := map[int]int{}            // item -> index in orders it repeats
+		answers := make(map[int]int) // item -> the index in orders of the order it answers with
+		newKeys := map[string]int{}  // key -> index in orders, for repeats within the batch
 		for i := range items {
 			it := &items[i]
 			it.Result, it.Err = Result{}, nil
@@ -65,7 +64,7 @@ func (s *Store) DeductBatch(ctx context.Context, sku string, token int64, items 
 					if orders[j].Qty != p.Qty {
 						it.Err = ErrKeyReused
 					} else {
-						replays[i] = j
+						answers[i] = j
 						it.Result = Result{Remaining: stock, Replayed: true}
 					}
 					continue
@@ -82,8 +81,8 @@ func (s *Store) DeductBatch(ctx context.Context, sku string, token int64, items 
 				o.RequestID = &key
 				newKeys[key] = len(orders)
 			}
+			answers[i] = len(orders)
 			orders = append(orders, o)
-			owner = append(owner, i)
 			it.Result = Result{Remaining: stock}
 		}
 		if len(orders) > 0 {
@@ -92,10 +91,7 @@ func (s *Store) DeductBatch(ctx context.Context, sku string, token int64, items 
 			if err := tx.Create(&orders).Error; err != nil {
 				return fmt.Errorf("record %d orders: %w", len(orders), err)
 			}
-			for j, i := range owner {
-				items[i].Result.Order = orders[j]
-			}
-			for i, j := range replays {
+			for i, j := range answers {
 				items[i].Result.Order = orders[j]
 			}
 			if err := tx.Exec("UPDATE products SET stock = ?, updated_at = ? WHERE sku = ?", stock, time.Now().UTC(), sku).Error; err != nil {
