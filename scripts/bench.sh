@@ -8,9 +8,9 @@ rounds=${1:?usage: bench.sh ROUNDS BENCHTIME OUT}
 benchtime=${2:?usage: bench.sh ROUNDS BENCHTIME OUT}
 out=${3:?usage: bench.sh ROUNDS BENCHTIME OUT}
 go=${GO:-go}
-"$go" test -c -o "${TMPDIR:-/tmp}/dlock-bench.test" ./dlock
-bin="${TMPDIR:-/tmp}/dlock-bench.test"
+bin=$(mktemp "${TMPDIR:-/tmp}/dlock-bench.XXXXXX")
 trap 'rm -f "$bin"' EXIT
+"$go" test -c -o "$bin" ./dlock
 echo "bench: warm-up round" >&2
 (cd dlock && "$bin" -test.run '^$' -test.bench Mutex -test.benchtime 300x >/dev/null)
 : >"$out"
