@@ -19,6 +19,7 @@ func (c *Client) acquire(ctx context.Context, dir string, k kind, try bool) (*Le
 		return nil, err
 	}
 	if try {
+		ctx = withNoWait(ctx)
 		// Answer "locked" without writing anything when the queue is visibly busy: no node is
 		// created, so none can leak (kazoo #732).
 		kids, err := c.children(ctx, dir)
@@ -57,6 +58,7 @@ func (c *Client) acquire(ctx context.Context, dir string, k kind, try bool) (*Le
 // watching delivers the result of watchOwn, which runs beside the first read of the queue.
 func (c *Client) waitTurn(ctx context.Context, n *ownNode, try bool, watching <-chan error) (*Lease, error) {
 	var ahead []lockNode
+	var removing map[string]bool
 	readQueue := true
 	for {
 		if readQueue {
@@ -68,6 +70,16 @@ func (c *Client) waitTurn(ctx context.Context, n *ownNode, try bool, watching <-
 			queue := parseQueue(kids)
 			if !slices.ContainsFunc(queue, func(x lockNode) bool { return x.name == n.node.name }) {
 				return nil, errRequeue
+			}
+			for _, s := range strays(queue, n.node) {
+				if !removing[s.name] {
+					if removing == nil {
+						removing = map[string]bool{}
+					}
+					removing[s.name] = true
+					c.log.Warn("deleting a second node of this attempt (a create's reply was lost)", "node", s.name)
+					c.removeLater(n.dir+"/"+s.name, n.owner)
+				}
 			}
 			ahead = blockers(queue, n.node)
 			readQueue = false
@@ -157,14 +169,15 @@ var errNoSession = errors.New("no trusted session")
 // seen in an old read may already be gone with its session, and a lease must never stand on a
 // node that does not exist.
 func (c *Client) grant(n *ownNode) (*Lease, error) {
+	c.checkDeadline()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch {
-	case c.closed:
+	case c.state == stateClosed:
 		return nil, ErrClosed
 	case c.gen == nil || c.gen.sessionID != n.owner:
 		return nil, errRequeue
-	case !c.hasSession || c.gen.ended():
+	case c.state != stateOpen || c.gen.ended():
 		return nil, errNoSession
 	}
 	return newLease(c, n, c.gen), nil

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -25,14 +27,19 @@ type Client struct {
 	bgCtx     context.Context
 	bgCancel  context.CancelFunc
 
-	mu         sync.Mutex
-	gen        *generation   // the session leases are trusted under; nil before the first session
-	hasSession bool          // connected with a live session right now
-	usable     bool          // hasSession, and go-zookeeper has set its watches again
-	sessionUp  chan struct{} // closed while usable; replaced when the connection drops
-	epoch      int           // counts connections made and lost, so a late opening is ignored
-	downTimer  *time.Timer   // ends gen if the connection stays down too long
-	closed     bool
+	// Liveness, written by the connection's reader (heard.go) without taking mu.
+	born               time.Time    // origin of the client's monotonic clock
+	heardAt            atomic.Int64 // send time of the latest request the server answered
+	timeout            atomic.Int64 // negotiated session timeout
+	lostWhileConnected atomic.Bool
+
+	// The session state machine (session.go).
+	mu            sync.Mutex
+	state         sessionState
+	gen           *generation   // the session leases are trusted under; nil before the first
+	sessionUp     chan struct{} // closed while the state is open
+	resumes       int           // counts reconnections, so that a late grace timer is ignored
+	deadlineTimer *time.Timer
 }
 
 // Connect opens a ZooKeeper session and waits until it is established or ctx ends. The client
@@ -45,19 +52,31 @@ func Connect(ctx context.Context, servers []string, opts ...Option) (*Client, er
 	if len(servers) == 0 {
 		return nil, errors.New("dlock: connect: no ZooKeeper servers given")
 	}
+	if _, ok := writings[cfg.naming]; !ok {
+		return nil, fmt.Errorf("dlock: connect: unknown naming %v", cfg.naming)
+	}
 	c := &Client{
 		cfg:       cfg,
 		log:       cfg.logger,
 		connReady: make(chan struct{}),
 		closedCh:  make(chan struct{}),
 		sessionUp: make(chan struct{}),
+		born:      time.Now(),
 	}
+	c.timeout.Store(int64(cfg.sessionTimeout))
 	c.bgCtx, c.bgCancel = context.WithCancel(context.Background())
+	dial := func(network, address string, timeout time.Duration) (net.Conn, error) {
+		conn, err := cfg.dialer(network, address, timeout)
+		if err != nil {
+			return nil, err
+		}
+		return newHeardConn(conn, c.now, c.onHeard, c.onNegotiated), nil
+	}
 	conn, _, err := zk.Connect(servers, cfg.sessionTimeout,
 		zk.WithEventCallback(c.onEvent),
 		zk.WithLogger(zkLogger{c.log}),
 		zk.WithLogInfo(false),
-		zk.WithDialer(cfg.dialer))
+		zk.WithDialer(dial))
 	if err != nil {
 		return nil, fmt.Errorf("dlock: connect to %v: %w", servers, err)
 	}
@@ -82,11 +101,15 @@ func (c *Client) Stats() Stats { return c.stats.snapshot() }
 // SessionID is the current ZooKeeper session's id (0 while there is none).
 func (c *Client) SessionID() int64 { return c.conn.SessionID() }
 
+// SessionTimeout is the session timeout the server granted, which may be shorter or longer than
+// the one asked for (ZooKeeper keeps it between 2 and 20 ticks unless configured otherwise).
+func (c *Client) SessionTimeout() time.Duration { return time.Duration(c.timeout.Load()) }
+
 // Connected reports whether the client has a live session right now.
 func (c *Client) Connected() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.hasSession && !c.closed
+	return c.state == stateOpen || c.state == stateResuming
 }
 
 // Close ends the session. ZooKeeper deletes all of the session's lock nodes with it at once, so
@@ -96,13 +119,13 @@ func (c *Client) Connected() bool {
 func (c *Client) Close() error {
 	c.closeOnce.Do(func() {
 		c.mu.Lock()
-		c.closed = true
-		if c.downTimer != nil {
-			c.downTimer.Stop()
+		if c.deadlineTimer != nil {
+			c.deadlineTimer.Stop()
 		}
 		if c.gen != nil {
 			c.gen.end(fmt.Errorf("%w: %w", ErrLost, ErrClosed))
 		}
+		c.setStateLocked(stateClosed)
 		close(c.closedCh)
 		c.mu.Unlock()
 
@@ -136,7 +159,7 @@ func (z zkLogger) Printf(format string, args ...any) {
 func (c *Client) background(f func()) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed {
+	if c.state == stateClosed {
 		return
 	}
 	c.bg.Add(1)

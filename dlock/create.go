@@ -27,16 +27,15 @@ const cleanupTimeout = time.Second
 
 // createNode adds this attempt's EPHEMERAL_SEQUENTIAL node to the queue at dir.
 func (c *Client) createNode(ctx context.Context, dir string, k kind) (*ownNode, error) {
-	guid, err := newGUID()
+	base, err := c.cfg.naming.nodeBase(k)
 	if err != nil {
 		return nil, err
 	}
-	prefix := dir + "/" + nodePrefix(guid, k)
 	for {
 		if _, err := c.session(ctx); err != nil {
 			return nil, err
 		}
-		name, owner, err := c.createAbandonable(ctx, dir, prefix, guid)
+		name, owner, err := c.createAbandonable(ctx, dir, base)
 		switch {
 		case err == nil:
 		case errors.Is(err, zk.ErrNoNode):
@@ -46,12 +45,13 @@ func (c *Client) createNode(ctx context.Context, dir string, k kind) (*ownNode, 
 			continue
 		case isConnectionError(err):
 			// The create may have been applied with its reply lost (ZOOKEEPER-1262): look for it
-			// by GUID before trying again, or it would block the queue until the session ends.
-			name, owner, err = c.findProtected(ctx, dir, guid)
+			// by its protected name before trying again, or it would block the queue until the
+			// session ends.
+			name, owner, err = c.findProtected(ctx, dir, base)
 			if err != nil {
 				// Gave up looking (the context ended while the session was away): the node may
 				// still be there, in a session that comes back, ahead of every later waiter.
-				c.removeProtectedLater(dir, guid)
+				c.removeProtectedLater(dir, base)
 				return nil, err
 			}
 			if name == "" {
@@ -71,7 +71,7 @@ func (c *Client) createNode(ctx context.Context, dir string, k kind) (*ownNode, 
 
 // createAbandonable creates the node but stops waiting when ctx ends. A create that is applied
 // after its caller gave up is found and deleted in the background.
-func (c *Client) createAbandonable(ctx context.Context, dir, prefix, guid string) (name string, owner int64, err error) {
+func (c *Client) createAbandonable(ctx context.Context, dir, base string) (name string, owner int64, err error) {
 	type result struct {
 		name  string
 		owner int64
@@ -80,7 +80,7 @@ func (c *Client) createAbandonable(ctx context.Context, dir, prefix, guid string
 	ch := make(chan result, 1)
 	c.stats.creates.Add(1)
 	go func() {
-		name, err := c.conn.Create(prefix, []byte(c.cfg.owner), zk.FlagEphemeralSequential, c.cfg.acl)
+		name, err := c.conn.Create(dir+"/"+base, []byte(c.cfg.owner), zk.FlagEphemeralSequential, c.cfg.acl)
 		ch <- result{name, c.conn.SessionID(), err}
 	}()
 	select {
@@ -96,18 +96,18 @@ func (c *Client) createAbandonable(ctx context.Context, dir, prefix, guid string
 		case r.err == nil:
 			c.removeLater(r.name, r.owner)
 		case isConnectionError(r.err):
-			c.removeProtectedLater(dir, guid)
+			c.removeProtectedLater(dir, base)
 		}
 	})
 	return "", 0, ctx.Err()
 }
 
-// removeProtectedLater finds an abandoned attempt's node by its GUID once the session is back,
-// and deletes it. Its create may have been applied with the reply lost; if the session ended
-// meanwhile, the node went with it and there is nothing to find.
-func (c *Client) removeProtectedLater(dir, guid string) {
+// removeProtectedLater finds an abandoned attempt's node by its protected name once the session
+// is back, and deletes it. Its create may have been applied with the reply lost; if the session
+// ended meanwhile, the node went with it and there is nothing to find.
+func (c *Client) removeProtectedLater(dir, base string) {
 	c.keepTrying("looking for an abandoned lock node", func(ctx context.Context) error {
-		name, owner, err := c.findProtected(ctx, dir, guid)
+		name, owner, err := c.findProtected(ctx, dir, base)
 		if err == nil && name != "" {
 			c.removeLater(name, owner)
 		}
@@ -115,9 +115,15 @@ func (c *Client) removeProtectedLater(dir, guid string) {
 	}, "dir", dir)
 }
 
-// findProtected looks for this attempt's node by GUID. A node with the GUID but owned by an
-// earlier session is not ours to use (CURATOR-498): it is on its way out with that session.
-func (c *Client) findProtected(ctx context.Context, dir, guid string) (string, int64, error) {
+// findProtected looks for this attempt's node by its protected name. It syncs first: after a
+// reconnection the client may talk to a follower that has not yet applied the create whose reply
+// was lost, and a search there would miss the node and leave it as a second, orphaned one. A node
+// with the name but owned by an earlier session is not ours to use (CURATOR-498): it is on its
+// way out with that session.
+func (c *Client) findProtected(ctx context.Context, dir, base string) (string, int64, error) {
+	if _, err := retry(ctx, c, func() (string, error) { return c.conn.Sync(dir) }); err != nil && !errors.Is(err, zk.ErrNoNode) {
+		return "", 0, fmt.Errorf("look for own lock node: sync: %w", err)
+	}
 	kids, err := c.children(ctx, dir)
 	if errors.Is(err, zk.ErrNoNode) {
 		return "", 0, nil
@@ -127,7 +133,7 @@ func (c *Client) findProtected(ctx context.Context, dir, guid string) (string, i
 	}
 	sid := c.conn.SessionID()
 	for _, name := range kids {
-		if n, ok := parseNode(name); !ok || n.guid != guid {
+		if n, ok := parseNode(name); !ok || n.base != base {
 			continue
 		}
 		p := dir + "/" + name

@@ -10,4 +10,7 @@ var (
 	ErrLost = errors.New("dlock: lock lost")
 	// ErrClosed is returned by every call on a closed Client.
 	ErrClosed = errors.New("dlock: client closed")
+	// ErrNoSession is the answer of a call that does not wait for a session (TryLock; Unlock's
+	// delete, which then goes on in the background) while the client has none.
+	ErrNoSession = errors.New("dlock: no ZooKeeper session")
 )

@@ -43,9 +43,12 @@ func (l *Lease) Token() int64 { return l.token }
 // Node is the full path of this holding's node.
 func (l *Lease) Node() string { return l.node }
 
-// Lost is closed when the holding can no longer be trusted: the session expired or the client
-// closed, the node was deleted by someone else, or the connection has been down for two thirds of
-// the session timeout. Stop the critical section then. Unlock does not close it.
+// Lost is closed when the holding can no longer be trusted, and always before ZooKeeper can give
+// the lock to anyone else: when the session expires or the client closes, when the node is deleted
+// by someone else, and when nothing has proved the session alive for nine tenths of the session
+// timeout the server granted (counted from the send time of the last request it answered), which
+// covers a connection reset and a silent partition alike. Stop the critical section then. Unlock
+// does not close it.
 func (l *Lease) Lost() <-chan struct{} { return l.lost }
 
 // Err says why the lease was lost (it wraps ErrLost), or nil while it is not.
@@ -55,9 +58,11 @@ func (l *Lease) Err() error {
 	return l.lostErr
 }
 
-// Unlock deletes the lease's node; when it returns the next waiter can go ahead. It is idempotent:
-// later calls return the first call's result. After the lease was lost it returns an error
-// wrapping ErrLost (the node, if the session still has it, is deleted in the background).
+// Unlock deletes the lease's node; when it returns nil the next waiter can go ahead. It never
+// waits for a ZooKeeper that cannot be reached: the delete then goes on in the background (the
+// node goes with the session at the latest) and Unlock returns an error saying so. It is
+// idempotent: later calls return the first call's result. A lease that was lost, whether or not
+// Lost has closed yet, answers an error wrapping ErrLost.
 func (l *Lease) Unlock(ctx context.Context) error {
 	l.mu.Lock()
 	if l.unlocking {
@@ -74,20 +79,29 @@ func (l *Lease) Unlock(ctx context.Context) error {
 	lostErr := l.lostErr
 	l.mu.Unlock()
 
+	if lostErr == nil && !l.c.trusted(l.gen) {
+		lostErr = l.gen.err
+	}
 	var err error
 	if lostErr != nil {
+		// The session may still hold the node after a long silence; nobody trusts it any more.
+		l.c.removeLater(l.node, l.owner)
 		err = fmt.Errorf("dlock: unlock %s: %w", l.node, lostErr)
 	} else {
-		goneBefore, derr := l.c.removeNow(ctx, l.node, l.owner)
+		dctx, cancel := context.WithTimeout(withNoWait(ctx), cleanupTimeout)
+		goneBefore, derr := l.c.removeNow(dctx, l.node, l.owner)
+		cancel()
 		switch {
 		case derr != nil:
 			l.c.removeLater(l.node, l.owner)
-			err = fmt.Errorf("dlock: unlock %s: %w", l.node, derr)
+			err = fmt.Errorf("dlock: unlock %s: deleting in the background: %w", l.node, derr)
 		case goneBefore:
 			err = fmt.Errorf("dlock: unlock %s: %w: the node was deleted by someone else", l.node, ErrLost)
 		}
 	}
+	l.mu.Lock()
 	l.unlockErr = err
+	l.mu.Unlock()
 	close(l.unlockDone)
 	return err
 }

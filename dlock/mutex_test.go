@@ -341,7 +341,9 @@ func TestLeaseLostWhenNodeDeletedByOthers(t *testing.T) {
 	}
 }
 
-func TestForeignChildrenAreIgnored(t *testing.T) {
+// One queue, whoever wrote the nodes: a sequential child of any name is a contender and blocks a
+// Mutex, as Curator's, kazoo's and zk.Lock's nodes must; a child without a sequence suffix is not.
+func TestForeignSequentialChildrenAreContenders(t *testing.T) {
 	c := connect(t, testenv.ZKServers(t))
 	raw := rawConn(t)
 	path := testenv.UniquePath(t)
@@ -351,21 +353,50 @@ func TestForeignChildrenAreIgnored(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustUnlock(t, l)
-	for _, name := range []string{"config", "lock-0000000001", "_c_nothex-lock-0000000002", "_c_0123456789abcdef0123456789abcdef-other-0000000003", "_c_0123456789abcdef0123456789abcdef-lock-12"} {
+	for _, name := range []string{"config", "lease_holder", "_c_0123456789abcdef0123456789abcdef-lock-12"} {
 		if _, err := raw.Create(path+"/"+name, nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
 			t.Fatalf("create %s: %v", name, err)
 		}
 		defer raw.Delete(path+"/"+name, -1)
 	}
-	l, err = m.Lock(ctxTimeout(t, 5*time.Second))
-	if err != nil {
-		t.Fatalf("lock beside foreign nodes: %v", err)
+	if l, err = m.Lock(ctxTimeout(t, 5*time.Second)); err != nil {
+		t.Fatalf("lock beside non-sequential nodes: %v", err)
 	}
 	mustUnlock(t, l)
 	if l, err = m.TryLock(ctxTimeout(t, 5*time.Second)); err != nil {
-		t.Fatalf("trylock beside foreign nodes: %v", err)
+		t.Fatalf("trylock beside non-sequential nodes: %v", err)
 	}
 	mustUnlock(t, l)
+
+	for _, prefix := range []string{"some-other-tool-", "f00d__lock__", "_c_" + "0f8fad5b-d9cb-469f-a165-70867728950e-__WRIT__"} {
+		foreign, err := raw.Create(path+"/"+prefix, nil, zk.FlagEphemeralSequential, zk.WorldACL(zk.PermAll))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := m.TryLock(ctxTimeout(t, 5*time.Second)); !errors.Is(err, dlock.ErrLocked) {
+			t.Fatalf("trylock with %s ahead: %v, want ErrLocked", foreign, err)
+		}
+		got := make(chan error, 1)
+		go func() {
+			l, err := m.Lock(ctxTimeout(t, 20*time.Second))
+			if err == nil {
+				err = l.Unlock(context.Background())
+			}
+			got <- err
+		}()
+		waitNodes(t, raw, path, 5) // three non-sequential, the foreign node and the waiter
+		select {
+		case err := <-got:
+			t.Fatalf("Lock returned while %s was ahead: %v", foreign, err)
+		case <-time.After(300 * time.Millisecond):
+		}
+		if err := raw.Delete(foreign, -1); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-got; err != nil {
+			t.Fatalf("lock after %s left: %v", foreign, err)
+		}
+	}
 }
 
 func TestLockPathIsAContainer(t *testing.T) {

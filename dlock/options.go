@@ -20,6 +20,7 @@ type config struct {
 	auth           []authInfo
 	owner          string
 	dialer         zk.Dialer
+	naming         Naming
 }
 
 type authInfo struct {
@@ -38,8 +39,10 @@ func defaultConfig() config {
 	}
 }
 
-// WithSessionTimeout sets the ZooKeeper session timeout (default 10s). A crashed holder keeps its
-// lock this long; a disconnected holder learns it lost the lock after two thirds of it.
+// WithSessionTimeout asks for a ZooKeeper session timeout (default 10s); the server may grant a
+// shorter or longer one (see Client.SessionTimeout). A crashed holder keeps its lock this long. A
+// holder cut off from ZooKeeper learns it lost the lock (Lease.Lost) at the latest nine tenths of
+// the granted timeout after it sent the last request the server answered.
 func WithSessionTimeout(d time.Duration) Option { return func(c *config) { c.sessionTimeout = d } }
 
 // WithLogger sets where connection and lock events are logged (default: nowhere).
@@ -59,3 +62,8 @@ func WithOwner(name string) Option { return func(c *config) { c.owner = name } }
 
 // WithDialer sets how the client dials ZooKeeper servers.
 func WithDialer(d zk.Dialer) Option { return func(c *config) { c.dialer = d } }
+
+// WithNaming sets how the client names the lock nodes it creates (default CuratorNaming), so that
+// peers of another library on the same lock path see them. Whatever the naming, the client reads
+// every library's nodes.
+func WithNaming(n Naming) Option { return func(c *config) { c.naming = n } }

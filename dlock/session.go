@@ -8,9 +8,37 @@ import (
 	"github.com/go-zookeeper/zk"
 )
 
-// A generation is one stretch of time during which the client's lock nodes can be trusted: it
-// ends when the session expires, when the connection has been down for two thirds of the session
-// timeout (the server may expire the session any moment after), or when the client closes. Every
+// The session state machine. One client, one machine; every field below mu in Client belongs to
+// it, and only the functions in this file change them.
+//
+//	connecting ──HasSession──▶ open ◀──grace──┐
+//	                            │             resuming ◀──HasSession (same session)──┐
+//	                            └──conn down──▶ suspended ──────────────────────────┘
+//	open, resuming, suspended ──deadline passed──▶ lost  (leases lost; the session may live on)
+//	any ──Expired──▶ lost;  lost ──HasSession, or replies again──▶ open/resuming (new generation)
+//	any ──Close──▶ closed
+//
+// Requests flow only in open. Leases are trusted in open, resuming and suspended, and only until
+// the deadline: the send time of the latest request the server answered, plus the negotiated
+// session timeout, less a margin (see heard.go). go-zookeeper cycles through Disconnected,
+// Connecting and Connected about once a second while a server is unreachable; none of them moves
+// the deadline, and only HasSession ends a suspension.
+type sessionState int
+
+const (
+	stateConnecting sessionState = iota // no session yet
+	stateOpen                           // session live, requests flow
+	stateResuming                       // session back after a disconnection, watches being set again
+	stateSuspended                      // connection down or silent; the session may be alive
+	stateLost                           // leases lost; waiting for a session to trust
+	stateClosed
+)
+
+func (s sessionState) String() string {
+	return [...]string{"connecting", "open", "resuming", "suspended", "lost", "closed"}[s]
+}
+
+// A generation is one stretch of time during which the client's lock nodes can be trusted. Every
 // lease belongs to the generation it was acquired in and is lost when that generation ends.
 type generation struct {
 	sessionID int64
@@ -40,8 +68,58 @@ func (g *generation) ended() bool {
 	}
 }
 
-// onEvent follows go-zookeeper's session states. It runs on go-zookeeper's event loop, so it
-// only updates state and never blocks on the network.
+// watchResetGrace is how long after a reconnection requests wait for go-zookeeper to have set
+// its watches again. go-zookeeper does so at once, reading the last zxid it saw without a lock
+// while its receive loop writes it with each reply (go-zookeeper/zk PR #35,
+// samuel/go-zookeeper#260); a request sent at the same moment would race with it.
+const watchResetGrace = 50 * time.Millisecond
+
+// leaseMargin is how much earlier than the server could possibly expire the session the client
+// stops trusting its leases: room for the client's own scheduling and for clocks that tick at
+// slightly different rates. A tenth of the session timeout.
+func leaseMargin(timeout time.Duration) time.Duration { return timeout / 10 }
+
+// now is the client's monotonic clock, the one send times are noted in.
+func (c *Client) now() time.Duration { return time.Since(c.born) }
+
+// onHeard takes the send time of a request the server answered (see heard.go).
+func (c *Client) onHeard(sentAt time.Duration) {
+	for {
+		last := c.heardAt.Load()
+		if int64(sentAt) <= last || c.heardAt.CompareAndSwap(last, int64(sentAt)) {
+			break
+		}
+	}
+	if c.lostWhileConnected.Load() {
+		// The deadline passed while go-zookeeper kept its connection (a server that answered too
+		// slowly); it answers again, so the session lives and can be trusted anew.
+		c.mu.Lock()
+		if c.state == stateLost && c.conn.State() == zk.StateHasSession {
+			c.lostWhileConnected.Store(false)
+			c.startGenerationLocked(c.conn.SessionID())
+			c.setStateLocked(stateOpen)
+		}
+		c.mu.Unlock()
+	}
+}
+
+// onNegotiated takes what a connect response granted: the session timeout (zero if the server
+// refused the session), and the send time of the connect request, which the server heard.
+func (c *Client) onNegotiated(timeout, sentAt time.Duration) {
+	if timeout > 0 {
+		c.timeout.Store(int64(timeout))
+		c.onHeard(sentAt)
+	}
+}
+
+// deadline is when the current session's leases stop being trusted, on the client's clock.
+func (c *Client) deadline() time.Duration {
+	t := time.Duration(c.timeout.Load())
+	return time.Duration(c.heardAt.Load()) + t - leaseMargin(t)
+}
+
+// onEvent follows go-zookeeper's session states. It runs on go-zookeeper's event loop, so it only
+// updates state and never blocks on the network.
 func (c *Client) onEvent(ev zk.Event) {
 	if ev.Type != zk.EventSession {
 		return
@@ -49,111 +127,158 @@ func (c *Client) onEvent(ev zk.Event) {
 	<-c.connReady
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed {
+	if c.state == stateClosed {
 		return
 	}
 	switch ev.State {
 	case zk.StateHasSession:
-		id := c.conn.SessionID()
-		if c.downTimer != nil {
-			c.downTimer.Stop()
-			c.downTimer = nil
-		}
-		first := c.gen == nil
-		if c.gen == nil || c.gen.sessionID != id || c.gen.ended() {
-			if c.gen != nil && !c.gen.ended() {
-				c.gen.end(fmt.Errorf("%w: ZooKeeper session %#x expired", ErrLost, c.gen.sessionID))
-			}
-			c.gen = newGeneration(id)
-			c.log.Info("zookeeper session established", "session", fmt.Sprintf("%#x", id))
-		}
-		if c.hasSession {
-			return
-		}
-		c.hasSession = true
-		c.epoch++
-		if first {
-			c.openLocked() // no watch yet for go-zookeeper to set again
-			return
-		}
-		// go-zookeeper sets the client's watches again right after this event, reading the last
-		// zxid it saw without a lock while its receive loop writes it with each reply
-		// (go-zookeeper/zk PR #35, samuel/go-zookeeper#260). A request sent at once would race
-		// with it, so the waiters go on a moment later.
-		epoch := c.epoch
-		time.AfterFunc(watchResetGrace, func() {
-			c.mu.Lock()
-			defer c.mu.Unlock()
-			if c.hasSession && c.epoch == epoch && !c.closed {
-				c.openLocked()
-			}
-		})
+		c.sessionEstablishedLocked(c.conn.SessionID())
 	case zk.StateExpired:
-		if c.gen != nil {
-			c.gen.end(fmt.Errorf("%w: ZooKeeper session %#x expired", ErrLost, c.gen.sessionID))
-			c.log.Warn("zookeeper session expired", "session", fmt.Sprintf("%#x", c.gen.sessionID))
-		}
-		c.connectionDownLocked()
+		c.loseLocked(fmt.Errorf("%w: ZooKeeper session %#x expired", ErrLost, c.gen.sessionIDOrZero()))
+		c.log.Warn("zookeeper session expired")
 	case zk.StateDisconnected, zk.StateConnecting, zk.StateConnected:
-		// go-zookeeper cycles through these about once a second while the server is unreachable;
-		// only the first one after HasSession starts the clock, and only HasSession stops it.
-		c.connectionDownLocked()
+		if c.state == stateOpen || c.state == stateResuming {
+			c.log.Warn("zookeeper connection lost; leases held until the session deadline",
+				"left", (c.deadline() - c.now()).String())
+			c.setStateLocked(stateSuspended)
+		}
 	}
 }
 
-// watchResetGrace is how long after a reconnection requests wait for go-zookeeper to have set
-// its watches again; it does so at once, so this is ample and costs nothing next to an outage.
-const watchResetGrace = 50 * time.Millisecond
-
-// openLocked lets requests through: session() returns at once until the connection drops.
-func (c *Client) openLocked() {
-	if !c.usable {
-		c.usable = true
-		close(c.sessionUp)
+func (c *Client) sessionEstablishedLocked(id int64) {
+	first := c.state == stateConnecting
+	if c.gen == nil || c.gen.sessionID != id || c.gen.ended() {
+		c.startGenerationLocked(id)
 	}
-}
-
-func (c *Client) connectionDownLocked() {
-	if !c.hasSession {
+	c.lostWhileConnected.Store(false)
+	if first {
+		c.setStateLocked(stateOpen) // no watch yet for go-zookeeper to set again
 		return
 	}
-	c.hasSession = false
-	c.epoch++
-	if c.usable {
-		c.usable = false
-		c.sessionUp = make(chan struct{})
-	}
-	if c.gen == nil || c.gen.ended() {
-		return
-	}
-	gen := c.gen
-	limit := c.cfg.sessionTimeout * 2 / 3
-	c.log.Warn("zookeeper connection lost", "lost_after", limit.String())
-	c.downTimer = time.AfterFunc(limit, func() {
+	c.setStateLocked(stateResuming)
+	c.resumes++
+	resume := c.resumes
+	time.AfterFunc(watchResetGrace, func() {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		if !c.hasSession && c.gen == gen {
-			gen.end(fmt.Errorf("%w: ZooKeeper connection down for more than %v", ErrLost, limit))
-			c.log.Warn("zookeeper connection down too long: leases lost", "limit", limit.String())
+		if c.state == stateResuming && c.resumes == resume {
+			c.setStateLocked(stateOpen)
 		}
 	})
+}
+
+func (c *Client) startGenerationLocked(id int64) {
+	if c.gen != nil {
+		c.gen.end(fmt.Errorf("%w: ZooKeeper session %#x ended", ErrLost, c.gen.sessionID))
+	}
+	c.gen = newGeneration(id)
+	c.armDeadlineLocked()
+	c.log.Info("zookeeper session established", "session", fmt.Sprintf("%#x", id),
+		"timeout", time.Duration(c.timeout.Load()).String())
+}
+
+// armDeadlineLocked checks the deadline when it is due. It does not follow every reply: when it
+// fires and replies have moved the deadline on, it sets itself for the new one.
+func (c *Client) armDeadlineLocked() {
+	if c.deadlineTimer != nil {
+		c.deadlineTimer.Stop()
+	}
+	gen := c.gen
+	var check func()
+	check = func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.gen != gen || gen.ended() {
+			return
+		}
+		if left := c.deadline() - c.now(); left > 0 {
+			c.deadlineTimer = time.AfterFunc(left, check)
+			return
+		}
+		c.expireDeadlineLocked()
+	}
+	c.deadlineTimer = time.AfterFunc(max(c.deadline()-c.now(), 0), check)
+}
+
+// expireDeadlineLocked ends the generation once nothing proves the session alive any longer.
+func (c *Client) expireDeadlineLocked() {
+	t := time.Duration(c.timeout.Load())
+	c.log.Warn("zookeeper silent too long: leases lost",
+		"session_timeout", t.String(), "margin", leaseMargin(t).String())
+	if c.state == stateOpen || c.state == stateResuming {
+		c.lostWhileConnected.Store(true)
+	}
+	c.loseLocked(fmt.Errorf("%w: nothing heard from ZooKeeper for %v, the session may have expired",
+		ErrLost, t-leaseMargin(t)))
+}
+
+// checkDeadline ends the generation now if its deadline has passed, so that a caller deciding on
+// a lease does not depend on when the timer goroutine runs.
+func (c *Client) checkDeadline() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.gen != nil && !c.gen.ended() && c.now() >= c.deadline() && c.state != stateClosed {
+		c.expireDeadlineLocked()
+	}
+}
+
+func (c *Client) loseLocked(err error) {
+	if c.gen != nil {
+		c.gen.end(err)
+	}
+	if c.state != stateConnecting {
+		c.setStateLocked(stateLost)
+	}
+}
+
+func (c *Client) setStateLocked(s sessionState) {
+	if c.state == s {
+		return
+	}
+	wasOpen := c.state == stateOpen
+	c.state = s
+	switch {
+	case s == stateOpen:
+		close(c.sessionUp)
+	case wasOpen:
+		c.sessionUp = make(chan struct{})
+	}
+}
+
+func (g *generation) sessionIDOrZero() int64 {
+	if g == nil {
+		return 0
+	}
+	return g.sessionID
+}
+
+type noWaitKey struct{}
+
+// withNoWait marks a context whose calls answer ErrNoSession at once rather than wait for a
+// session: TryLock's, and Unlock's.
+func withNoWait(ctx context.Context) context.Context {
+	return context.WithValue(ctx, noWaitKey{}, true)
 }
 
 // session waits until the client has a live session and returns its generation.
 func (c *Client) session(ctx context.Context) (*generation, error) {
 	for {
 		c.mu.Lock()
-		if c.closed {
+		switch c.state {
+		case stateClosed:
 			c.mu.Unlock()
 			return nil, ErrClosed
-		}
-		if c.usable {
+		case stateOpen:
 			g := c.gen
 			c.mu.Unlock()
 			return g, nil
 		}
 		up := c.sessionUp
+		state := c.state
 		c.mu.Unlock()
+		if ctx.Value(noWaitKey{}) != nil {
+			return nil, fmt.Errorf("%w (%s)", ErrNoSession, state)
+		}
 		select {
 		case <-up:
 		case <-ctx.Done():
@@ -162,4 +287,10 @@ func (c *Client) session(ctx context.Context) (*generation, error) {
 			return nil, ErrClosed
 		}
 	}
+}
+
+// trusted reports whether leases of gen may still be relied on right now.
+func (c *Client) trusted(gen *generation) bool {
+	c.checkDeadline()
+	return !gen.ended()
 }
