@@ -9,7 +9,9 @@
 #   scripts/servers.sh start-server SERVER_DIR     start it again on the same port and data
 #
 # DIR/env.sh exports:
-#   ZK_SERVERS    one standalone ZooKeeper (tickTime 500 ms: sessions may be as short as 1 s)
+#   ZK_SERVERS    one standalone ZooKeeper (tickTime 500 ms: sessions from 1 s to 10 s, the
+#                 20 ticks ZooKeeper grants at most by default, so that tests meet a server
+#                 that grants less than a client asks)
 #   ZK_ENSEMBLE   three ZooKeeper peers in one quorum, comma-separated client addresses
 #   MYSQL_DSN     root on a fresh MariaDB, database zkstock
 #   ZK_DIR, ZK_ENSEMBLE_DIRS, MYSQL_DIR, MYSQL_PORT  for tests that restart servers
@@ -93,7 +95,6 @@ dataDir=$dir/data
 clientPort=$port
 clientPortAddress=127.0.0.1
 minSessionTimeout=1000
-maxSessionTimeout=60000
 maxClientCnxns=0
 4lw.commands.whitelist=*
 admin.enableServer=false

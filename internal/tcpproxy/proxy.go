@@ -1,5 +1,7 @@
 // Package tcpproxy is a loopback TCP proxy that tests put between a ZooKeeper client and its
-// server, so they can cut the connection at will or right after a chosen request is sent.
+// server, so they can cut the connection at will or right after a chosen request is sent, or
+// partition it silently: connections stay open and nothing arrives, as behind a dead switch or
+// with a paused VM, where nobody closes a socket and the client learns nothing.
 package tcpproxy
 
 import (
@@ -22,6 +24,7 @@ type Proxy struct {
 	armed  func(opcode int32) bool
 	hold   bool // once armed fires, refuse connections until Restore
 	closed bool
+	flow   chan struct{} // closed while bytes may pass; open during a Stall
 	wg     sync.WaitGroup
 }
 
@@ -32,7 +35,8 @@ func New(t testing.TB, target string) *Proxy {
 	if err != nil {
 		t.Fatalf("proxy listen: %v", err)
 	}
-	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}, flow: make(chan struct{})}
+	close(p.flow)
 	p.wg.Add(1)
 	go p.accept()
 	t.Cleanup(p.Close)
@@ -62,6 +66,38 @@ func (p *Proxy) Restore() {
 	p.mu.Unlock()
 }
 
+// Stall partitions silently: every connection, open or new, stays open, but no byte passes in
+// either direction until Resume. The bytes sent meanwhile wait, as TCP retransmits them, and
+// arrive after Resume unless an end gave up on the connection first.
+func (p *Proxy) Stall() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-p.flow:
+		p.flow = make(chan struct{})
+	default:
+	}
+}
+
+// Resume ends a Stall.
+func (p *Proxy) Resume() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-p.flow:
+	default:
+		close(p.flow)
+	}
+}
+
+// waitFlow blocks while the proxy is stalled.
+func (p *Proxy) waitFlow() {
+	p.mu.Lock()
+	flow := p.flow
+	p.mu.Unlock()
+	<-flow
+}
+
 // CutAfterRequest arms the proxy: the next ZooKeeper request whose opcode matches is forwarded to
 // the server, and then that connection is closed before any reply reaches the client. New
 // connections are still let through, so the client reconnects with the same session.
@@ -88,6 +124,7 @@ func (p *Proxy) Close() {
 	}
 	p.closed = true
 	p.mu.Unlock()
+	p.Resume()
 	_ = p.ln.Close()
 	p.Cut()
 	p.wg.Wait()
@@ -126,7 +163,7 @@ func (p *Proxy) accept() {
 		go func() {
 			defer p.wg.Done()
 			defer closeBoth()
-			_, _ = io.Copy(client, server)
+			p.forwardReplies(client, server)
 		}()
 	}
 }
@@ -148,6 +185,7 @@ func (p *Proxy) forwardRequests(server, client net.Conn, closeBoth func()) {
 		if _, err := io.ReadFull(client, body); err != nil {
 			return
 		}
+		p.waitFlow()
 		if _, err := server.Write(append(hdr[:], body...)); err != nil {
 			return
 		}
@@ -165,6 +203,23 @@ func (p *Proxy) forwardRequests(server, client net.Conn, closeBoth func()) {
 				closeBoth()
 				return
 			}
+		}
+	}
+}
+
+// forwardReplies copies bytes from server to client, holding them back during a Stall.
+func (p *Proxy) forwardReplies(client, server net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := server.Read(buf)
+		if n > 0 {
+			p.waitFlow()
+			if _, werr := client.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
 		}
 	}
 }
