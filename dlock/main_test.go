@@ -18,7 +18,17 @@ import (
 	"github.com/zkstock/zkstock/internal/testenv"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m, "ZK_SERVERS") }
+func TestMain(m *testing.M) {
+	if os.Getenv(peerWorkerEnv) != "" {
+		os.Exit(runPeerWorker(os.Args[1:]))
+	}
+	testenv.Require("ZK_SERVERS")
+	code := m.Run()
+	for _, f := range peerCleanups {
+		f()
+	}
+	os.Exit(code)
+}
 
 func testLogger() *slog.Logger {
 	if os.Getenv("DLOCK_TEST_LOG") != "" {

@@ -16,7 +16,8 @@
 #   MYSQL_DSN     root on a fresh MariaDB, database zkstock
 #   ZK_DIR, ZK_ENSEMBLE_DIRS, MYSQL_DIR, MYSQL_PORT  for tests that restart servers
 #
-# Missing Debian packages (zookeeper, mariadb-server) are installed first.
+# Missing Debian packages (zookeeper, mariadb-server, and the peer lock libraries
+# libcurator-recipes-java and python3-kazoo) are installed first.
 set -euo pipefail
 
 ZK_CP=/etc/zookeeper/conf:/usr/share/java/zookeeper.jar
@@ -31,6 +32,11 @@ need_packages() {
 	[ -f /usr/share/java/zookeeper.jar ] || missing+=(zookeeper)
 	command -v mariadbd >/dev/null 2>&1 || command -v mysqld >/dev/null 2>&1 || missing+=(mariadb-server)
 	command -v java >/dev/null 2>&1 || missing+=(default-jre-headless)
+	# The peer libraries dlock is tested beside: Curator's jars (compiled against with javac) and
+	# kazoo for Debian's /usr/bin/python3.
+	[ -f /usr/share/java/curator-recipes.jar ] || missing+=(libcurator-recipes-java)
+	command -v javac >/dev/null 2>&1 || missing+=(default-jdk-headless)
+	[ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import kazoo' 2>/dev/null || missing+=(python3-kazoo)
 	[ ${#missing[@]} -eq 0 ] && return 0
 	log "installing ${missing[*]}"
 	local sudo=()
