@@ -18,7 +18,7 @@ import (
 // counter that writers increment by read-wait-write lost no update.
 func runFleet(t *testing.T, specs []peerSpec, n int, hold time.Duration) {
 	t.Helper()
-	path, dir := testenv.UniquePath(t), fleetDir(t)
+	path, dir := testenv.UniquePath(t), fleetDir(t, true)
 	procs := make([]*peerProc, len(specs))
 	writers := 0
 	for i, s := range specs {
@@ -27,6 +27,10 @@ func runFleet(t *testing.T, specs []peerSpec, n int, hold time.Duration) {
 			writers++
 		}
 	}
+	for _, p := range procs {
+		p.waitReady(t, 2*time.Minute)
+	}
+	release(t, dir) // every runtime started: all contend from the same moment
 	overlaps := 0
 	for _, p := range procs {
 		r := p.wait(t, 3*time.Minute)
@@ -88,7 +92,7 @@ func TestReadersShareAcrossLibraries(t *testing.T) {
 		naming dlock.Naming
 	}{{libCurator, dlock.CuratorNaming}, {libKazoo, dlock.KazooNaming}} {
 		t.Run(tc.peer, func(t *testing.T) {
-			path, dir := testenv.UniquePath(t), fleetDir(t)
+			path, dir := testenv.UniquePath(t), fleetDir(t, false)
 			rw := dlock.NewRWMutex(connect(t, testenv.ZKServers(t), dlock.WithNaming(tc.naming)), path)
 			raw := rawConn(t)
 
@@ -142,7 +146,7 @@ func TestFIFOAcrossLibraries(t *testing.T) {
 		{"kazoo", dlock.KazooNaming, []string{libKazoo, libDlockKazoo, libKazoo, libDlockKazoo}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			path, dir := testenv.UniquePath(t), fleetDir(t)
+			path, dir := testenv.UniquePath(t), fleetDir(t, false)
 			raw := rawConn(t)
 			holder, err := dlock.NewMutex(connect(t, testenv.ZKServers(t), dlock.WithNaming(tc.naming)), path).Lock(ctxTimeout(t, 5*time.Second))
 			if err != nil {

@@ -47,8 +47,9 @@ type peerSpec struct {
 func (p peerSpec) String() string { return p.lib + "/" + p.kind }
 
 // fleetDir is the shared state of one test's peers: the writer marker, the readers' markers, the
-// counter and the order in which writers held.
-func fleetDir(t *testing.T) string {
+// counter and the order in which writers held, and the start signal "go". With barrier, peers
+// wait for release(); without, they start as soon as they are connected.
+func fleetDir(t *testing.T, barrier bool) string {
 	t.Helper()
 	d := t.TempDir()
 	if err := os.Mkdir(filepath.Join(d, "readers"), 0o755); err != nil {
@@ -57,14 +58,26 @@ func fleetDir(t *testing.T) string {
 	if err := os.WriteFile(filepath.Join(d, "counter"), []byte("0"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	if !barrier {
+		release(t, d)
+	}
 	return d
+}
+
+// release lets the peers of dir start.
+func release(t *testing.T, dir string) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(dir, "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 }
 
 type peerProc struct {
 	spec   peerSpec
 	id     string
 	cmd    *exec.Cmd
-	held   chan int // each acquisition's index as the peer reports it
+	ready  chan struct{} // closed when the peer is connected and waits for "go"
+	held   chan int      // each acquisition's index as the peer reports it
 	result chan peerResult
 	stderr *strings.Builder
 }
@@ -93,7 +106,7 @@ func startPeer(t *testing.T, spec peerSpec, path, dir, id string, n int, hold ti
 	default:
 		t.Fatalf("unknown peer library %q", spec.lib)
 	}
-	p := &peerProc{spec: spec, id: id, cmd: cmd, held: make(chan int, n), result: make(chan peerResult, 1), stderr: &strings.Builder{}}
+	p := &peerProc{spec: spec, id: id, cmd: cmd, ready: make(chan struct{}), held: make(chan int, n), result: make(chan peerResult, 1), stderr: &strings.Builder{}}
 	cmd.Stderr = &lockedWriter{w: p.stderr}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -112,6 +125,9 @@ func (p *peerProc) read(out io.Reader) {
 	sc := bufio.NewScanner(out)
 	for sc.Scan() {
 		line := sc.Text()
+		if line == "READY" {
+			close(p.ready)
+		}
 		if i, ok := strings.CutPrefix(line, "HELD "); ok {
 			n, _ := strconv.Atoi(i)
 			p.held <- n
@@ -141,6 +157,18 @@ func (p *peerProc) wait(t *testing.T, timeout time.Duration) peerResult {
 		_ = p.cmd.Process.Kill()
 		t.Fatalf("%s peer %s did not finish within %v", p.spec, p.id, timeout)
 		return peerResult{}
+	}
+}
+
+// waitReady waits until the peer is connected and waits for "go".
+func (p *peerProc) waitReady(t *testing.T, timeout time.Duration) {
+	t.Helper()
+	select {
+	case <-p.ready:
+	case r := <-p.result:
+		t.Fatalf("%s peer %s ended before it was ready: %v", p.spec, p.id, r.err)
+	case <-time.After(timeout):
+		t.Fatalf("%s peer %s was not ready within %v", p.spec, p.id, timeout)
 	}
 }
 
@@ -302,6 +330,13 @@ func runPeerWorker(args []string) int {
 			}
 			return func() error { return l.Unlock(ctx) }, nil
 		}
+	}
+	fmt.Println("READY")
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go")); err == nil {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 	overlaps := 0
 	for i := range n {

@@ -3,8 +3,10 @@
 //
 //   java CuratorWorker SERVERS PATH KIND N ID DIR HOLD_MS
 //
-// KIND is mutex (InterProcessMutex), read or write (InterProcessReadWriteLock). It prints
-// "HELD i" after each acquisition and "RESULT acquired=N overlaps=M" at the end.
+// KIND is mutex (InterProcessMutex), read or write (InterProcessReadWriteLock). Once connected it
+// prints "READY" and waits for the file DIR/go, so that a fleet starts contending at once whatever
+// each runtime takes to start; then it prints "HELD i" after each acquisition and
+// "RESULT acquired=N overlaps=M" at the end.
 import java.nio.charset.StandardCharsets;
 import java.nio.file.FileAlreadyExistsException;
 import java.nio.file.Files;
@@ -40,6 +42,9 @@ public class CuratorWorker {
             case "write": lock = new InterProcessReadWriteLock(c, path).writeLock(); break;
             default: throw new IllegalArgumentException("kind " + kind);
         }
+        System.out.println("READY");
+        System.out.flush();
+        while (!Files.exists(dir.resolve("go"))) Thread.sleep(5);
         int overlaps = 0;
         for (int i = 0; i < n; i++) {
             lock.acquire();

@@ -3,8 +3,9 @@ with /usr/bin/python3), with the critical section every peer worker shares (see 
 
     /usr/bin/python3 kazoo_worker.py SERVERS PATH KIND N ID DIR HOLD_MS
 
-KIND is mutex (Lock), read (ReadLock) or write (WriteLock). It prints "HELD i" after each
-acquisition and "RESULT acquired=N overlaps=M" at the end.
+KIND is mutex (Lock), read (ReadLock) or write (WriteLock). Once connected it prints "READY" and
+waits for the file DIR/go; then it prints "HELD i" after each acquisition and
+"RESULT acquired=N overlaps=M" at the end.
 """
 import os
 import sys
@@ -59,6 +60,9 @@ def main():
     zk.start(timeout=30)
     recipes = {"mutex": zk.Lock, "read": zk.ReadLock, "write": zk.WriteLock}
     lock = recipes[kind](path, ident)
+    print("READY", flush=True)
+    while not os.path.exists(os.path.join(d, "go")):
+        time.sleep(0.005)
     overlaps = 0
     for i in range(n):
         lock.acquire()
