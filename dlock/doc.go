@@ -1,5 +1,6 @@
 // Package dlock implements ZooKeeper lock recipes: a fair, herd-free Mutex and a fair RWMutex,
-// with fencing tokens and a signal when a holding is lost.
+// with fencing tokens and a signal when a holding is lost. They share one lock path with Apache
+// Curator's, kazoo's and go-zookeeper's recipes.
 //
 // # The recipe
 //
@@ -14,15 +15,63 @@
 //   - takes a context.Context in every call that waits, and deletes the waiter's node on every
 //     failure path (cancelled context, ZooKeeper error, client closed);
 //   - names nodes with a per-attempt GUID ("protected" nodes), so that when the connection drops
-//     after a create was applied but before its reply arrived, the client finds its own node
-//     instead of leaving an orphan that blocks everyone; a node of an earlier session is never
-//     taken for its own;
+//     after a create was applied but before its reply arrived, the client finds its own node (after
+//     a sync, so that a lagging server cannot hide it) instead of leaving an orphan that blocks
+//     everyone; a node of an earlier session is never taken for its own;
 //   - gives every Lease a fencing token (the node's creation zxid, which only grows) and a Lost
-//     channel that closes when the session expires, the node is deleted by someone else, or the
-//     connection has been down for two thirds of the session timeout;
+//     channel that closes before ZooKeeper can give the lock to anyone else (see below);
+//   - never blocks in Unlock or TryLock while ZooKeeper is unreachable;
 //   - re-reads nothing it need not: after its predecessor goes, a waiter checks only the nodes it
 //     already knew to be ahead of it, because no new node can ever get ahead;
 //   - creates lock paths as container nodes, which ZooKeeper removes when they are empty.
+//
+// # One queue, whoever wrote the nodes
+//
+// Every child of a lock path whose name ends in ZooKeeper's 10-character sequence suffix is a
+// contender, ordered by that sequence, whichever library created it. It is a reader only if its
+// name says so (Curator's "__READ__", kazoo's "__rlock__"); everything else blocks like a writer.
+// Children without a sequence suffix are not contenders. So dlock never overlooks a peer; whether
+// a peer sees dlock's nodes depends on how dlock names them, which WithNaming chooses:
+// CuratorNaming (the default) or KazooNaming.
+//
+// Which locks can share one path. The "yes" rows are tested in processes of both libraries at once
+// (Curator 5.4.0 and kazoo 2.8.0 from Debian 12, go-zookeeper v1.0.4); the "no" rows follow from
+// the peers' own rules:
+//
+//	dlock                     peer                                       share a lock?
+//	Mutex, Curator naming     Curator InterProcessMutex                  yes
+//	Mutex, Curator naming     go-zookeeper zk.Lock                       yes
+//	RWMutex, Curator naming   Curator InterProcessReadWriteLock          yes: readers share, writers exclude all
+//	Mutex, kazoo naming       kazoo Lock, WriteLock                      yes
+//	RWMutex, kazoo naming     kazoo WriteLock, ReadLock                  yes: readers share, writers exclude all
+//	Mutex, Curator naming     kazoo anything                             no: kazoo sees only "__lock__"/"__rlock__" nodes
+//	Mutex, kazoo naming       Curator anything                           no: Curator orders names without "lock-" by the whole name
+//	Mutex                     Curator InterProcessReadWriteLock readers  no: Curator readers see only "__WRIT__" nodes
+//	RWMutex, Curator naming   Curator InterProcessMutex                  no: Curator's mutex sorts "__WRIT__" names last
+//
+// Curator and kazoo never see each other's nodes, so a path must not be shared by those two at
+// all, whatever dlock does. kazoo 2.8.0 (Debian 12's) has a bug of its own: a ReadLock waits for
+// writers queued after it and deadlocks with them (python-zk/kazoo#649, fixed in kazoo 2.9.0).
+// Every fair library above serves the queue in order, so FIFO holds across libraries.
+//
+// # When Lost closes
+//
+// ZooKeeper expires a session once it has heard nothing from it for the session timeout T the
+// server granted (which may differ from the one asked for: see Client.SessionTimeout). The server
+// heard the client no earlier than the client sent its request, so with S the send time of the
+// latest request the server has answered, the session cannot expire before S + T. dlock learns S
+// from the bytes on the connection, and closes Lost, on the client's monotonic clock, at
+//
+//	S + T − T/10
+//
+// unless a newer answer moves S on: a tenth of the session ahead of the earliest expiry, for the
+// client's own scheduling and for clocks that run at slightly different rates. It also closes when
+// the server reports the session expired, when the node is deleted by anyone else, and on Close.
+// go-zookeeper pings every T/3 when idle, so S is at most about T/3 old when a partition begins,
+// and Lost closes between 0.57 T and 0.9 T after it: the same for a reset connection and for a
+// silent one (the connection stays open and nothing arrives), which go-zookeeper itself notices
+// only after 2T/3 of silence. What the margin cannot cover is a process that is paused past it
+// (a stop-the-world pause, a frozen VM): that is what the fencing token is for.
 //
 // # Teaching variants
 //
@@ -47,5 +96,6 @@
 //	store.Write(value, lease.Token())
 //
 // Release with a context the request cannot cancel, so that a caller who hangs up does not
-// leave the lock held.
+// leave the lock held; Unlock never waits for an unreachable ZooKeeper, so the deferred call
+// cannot hang.
 package dlock

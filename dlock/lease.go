@@ -49,7 +49,15 @@ func (l *Lease) Node() string { return l.node }
 // timeout the server granted (counted from the send time of the last request it answered), which
 // covers a connection reset and a silent partition alike. Stop the critical section then. Unlock
 // does not close it.
-func (l *Lease) Lost() <-chan struct{} { return l.lost }
+//
+// It is judged when called, not only when a timer goroutine gets to run: a process that wakes from
+// a pause past the deadline finds it closed at its first look.
+func (l *Lease) Lost() <-chan struct{} {
+	if !l.c.trusted(l.gen) {
+		l.markLost(l.gen.err)
+	}
+	return l.lost
+}
 
 // Err says why the lease was lost (it wraps ErrLost), or nil while it is not.
 func (l *Lease) Err() error {

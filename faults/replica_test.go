@@ -62,9 +62,11 @@ func testHolderKilled(t *testing.T, mode string) {
 // Scenario 2: the classic way a lock lies. The holder is paused (SIGSTOP) inside its critical
 // section for longer than its session, and its ZooKeeper connection drops meanwhile, so the
 // server's expiry notice never reaches it. Another replica takes the lock and sells. The holder
-// wakes (SIGCONT) still believing it holds the lock: it learns otherwise only two thirds of a
-// session later, and its overdue write comes first. With the fence (zk) the stock stays exact;
-// with the lock alone (zk-unfenced) it is corrupted, and the test insists that it is.
+// wakes (SIGCONT) still believing it holds the lock, with its work already done. dlock closes Lost
+// at its first look after the session's deadline, so a woken holder that checks before commit rolls
+// back; one whose pause falls after that check writes stale data. With the fence (zk) the stock
+// stays exact either way; with the lock alone (zk-unfenced) the test reports which of the two
+// happened.
 func TestHolderPausedPastSession(t *testing.T) {
 	for _, mode := range append(lockedModes, "zk-unfenced") {
 		t.Run(mode, func(t *testing.T) {
@@ -149,9 +151,10 @@ func TestHolderPausedPastSession(t *testing.T) {
 			switch {
 			case fenced && stale.status != 201 && !(stale.status == 503 && (stale.code == "lock_lost" || stale.code == "stale_token")):
 				t.Fatalf("stale holder answered %d %s", stale.status, stale.code)
-			case mode == "zk-unfenced" && !corrupted:
-				// The danger must stay visible: the lock alone does not protect the stock.
-				t.Fatalf("zk-unfenced survived a paused holder without corruption (%+v): the demonstration is broken", a)
+			case mode == "zk-unfenced" && !corrupted && !(stale.status == 503 && stale.code == "lock_lost"):
+				// Without the fence, either the woken holder saw its lease lost at its last look
+				// before commit, or its stale write won: nothing else.
+				t.Fatalf("zk-unfenced: stale holder answered %d %s and the audit is clean (%+v)", stale.status, stale.code, a)
 			}
 			record(reliabilityRow{"2. holder paused past its session (" + mode + ")",
 				fmt.Sprintf("SIGSTOP of the holder inside its 1 s of work and its ZooKeeper connection cut, for %.1f s (session 2 s); another replica buys 3; SIGCONT", pause.Seconds()),
@@ -160,8 +163,9 @@ func TestHolderPausedPastSession(t *testing.T) {
 	}
 }
 
-// Scenario 6: the holding replica is cut off from ZooKeeper. Lost fires after two thirds of the
-// session, the purchase rolls back with lock_lost, and another replica takes over.
+// Scenario 6: the holding replica is cut off from ZooKeeper. Lost fires before the session can
+// expire (nine tenths of it after the last request the server answered), the purchase rolls back
+// with lock_lost, and another replica takes over.
 func TestHolderCutOffFromZooKeeper(t *testing.T) { inEachMode(t, testHolderCutOffFromZooKeeper) }
 
 func testHolderCutOffFromZooKeeper(t *testing.T, mode string) {
@@ -195,7 +199,7 @@ func testHolderCutOffFromZooKeeper(t *testing.T, mode string) {
 		t.Fatalf("cut-off holder answered %d %s, want 503 lock_lost", o.status, o.code)
 	}
 	if lostAfter > 3*time.Second {
-		t.Fatalf("lock_lost came %v after the cut; two thirds of the session is 2 s", lostAfter)
+		t.Fatalf("lock_lost came %v after the cut; the session (3 s) could have expired by then", lostAfter)
 	}
 	start := time.Now()
 	st, _ := call("POST", other.url+"/v1/orders", fmt.Sprintf(`{"sku":%q,"qty":1}`, sku), "Idempotency-Key", "other-1")
