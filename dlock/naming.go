@@ -202,23 +202,22 @@ func strays(queue []lockNode, own lockNode) []lockNode {
 
 // newUUID is a random (version 4) UUID in Java's layout, as Curator puts in its node names.
 func newUUID() (string, error) {
-	var b [16]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", fmt.Errorf("dlock: node GUID: %w", err)
-	}
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
+	b, err := randomUUID()
 	h := hex.EncodeToString(b[:])
-	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:], nil
+	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:], err
 }
 
-// newHexGUID is 32 hex digits, as kazoo's uuid4().hex.
+// newHexGUID is the same UUID as 32 hex digits, as kazoo's uuid4().hex.
 func newHexGUID() (string, error) {
-	var b [16]byte
+	b, err := randomUUID()
+	return hex.EncodeToString(b[:]), err
+}
+
+func randomUUID() (b [16]byte, err error) {
 	if _, err := rand.Read(b[:]); err != nil {
-		return "", fmt.Errorf("dlock: node GUID: %w", err)
+		return b, fmt.Errorf("dlock: node GUID: %w", err)
 	}
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	return hex.EncodeToString(b[:]), nil
+	b[6] = b[6]&0x0f | 0x40 // version 4
+	b[8] = b[8]&0x3f | 0x80 // RFC 4122 variant
+	return b, nil
 }
