@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
@@ -18,6 +19,9 @@ func (c *Client) acquire(ctx context.Context, dir string, k kind, try bool) (*Le
 	if err := validateLockPath(dir); err != nil {
 		return nil, err
 	}
+	if lease, reentered, err := c.reenter(ctx, dir, k); reentered {
+		return lease, err
+	}
 	if try {
 		ctx = withNoWait(ctx)
 		// Answer "locked" without writing anything when the queue is visibly busy: no node is
@@ -26,7 +30,7 @@ func (c *Client) acquire(ctx context.Context, dir string, k kind, try bool) (*Le
 		if err != nil && !errors.Is(err, zk.ErrNoNode) {
 			return nil, fmt.Errorf("dlock: trylock %s: %w", dir, err)
 		}
-		if len(parseQueue(kids)) > 0 {
+		if len(blockers(parseQueue(kids), lockNode{base: "\x00newcomer", kind: k, seq: math.MaxInt64})) > 0 {
 			return nil, ErrLocked
 		}
 	}

@@ -40,6 +40,7 @@ type Client struct {
 	sessionUp     chan struct{} // closed while the state is open
 	resumes       int           // counts reconnections, so that a late grace timer is ignored
 	deadlineTimer *time.Timer
+	listener      *notifier // nil without WithStateListener
 }
 
 // Connect opens a ZooKeeper session and waits until it is established or ctx ends. The client
@@ -64,6 +65,9 @@ func Connect(ctx context.Context, servers []string, opts ...Option) (*Client, er
 		born:      time.Now(),
 	}
 	c.timeout.Store(int64(cfg.sessionTimeout))
+	if cfg.listener != nil {
+		c.listener = newNotifier(cfg.listener)
+	}
 	c.bgCtx, c.bgCancel = context.WithCancel(context.Background())
 	dial := func(network, address string, timeout time.Duration) (net.Conn, error) {
 		conn, err := cfg.dialer(network, address, timeout)

@@ -13,4 +13,7 @@ var (
 	// ErrNoSession is the answer of a call that does not wait for a session (TryLock; Unlock's
 	// delete, which then goes on in the background) while the client has none.
 	ErrNoSession = errors.New("dlock: no ZooKeeper session")
+	// ErrDeadlock is the answer to a write lock asked for with a context that carries a read
+	// lease of the same path: the writer would wait for its own reader.
+	ErrDeadlock = errors.New("dlock: write lock asked for while holding a read lease of the same path")
 )

@@ -9,39 +9,103 @@ import (
 	"github.com/go-zookeeper/zk"
 )
 
-// Lease is one holding of a lock.
+// Lease is one holding of a lock, or one re-entry into a holding (see Mutex.Lock). Each Lease
+// is released by its own Unlock; the lock's node goes with the last one.
 type Lease struct {
-	c        *Client
-	node     string
-	owner    int64
-	token    int64
-	gen      *generation
-	lost     chan struct{}
-	released chan struct{} // closed when Unlock starts, so our own delete is not taken as a loss
+	h *holding
 
-	mu         sync.Mutex
-	lostErr    error
-	unlocking  bool
-	unlockDone chan struct{}
-	unlockErr  error
+	ctx    context.Context // the holding's, cancelled also when this Lease is unlocked
+	cancel context.CancelCauseFunc
+
+	once      sync.Once
+	unlocked  chan struct{}
+	unlockErr error
+}
+
+// holding is one lock node held: what every Lease on it shares.
+type holding struct {
+	c         *Client
+	dir       string
+	node      string
+	owner     int64
+	token     int64
+	exclusive bool
+	gen       *generation
+	lost      chan struct{}
+	released  chan struct{} // closed when the last Unlock starts, so our own delete is not a loss
+
+	ctx    context.Context // carries the holding for re-entry; cancelled when lost or released
+	cancel context.CancelCauseFunc
+
+	mu        sync.Mutex
+	lostErr   error
+	holds     int
+	unlocking bool
+}
+
+// errUnlocked is the cause of a Lease's context once the Lease was unlocked.
+var errUnlocked = errors.New("dlock: lease unlocked")
+
+type holdingKey struct {
+	c   *Client
+	dir string
 }
 
 func newLease(c *Client, n *ownNode, gen *generation) *Lease {
-	l := &Lease{
-		c: c, node: n.path, owner: n.owner, token: n.token, gen: gen,
-		lost: make(chan struct{}), released: make(chan struct{}), unlockDone: make(chan struct{}),
+	h := &holding{
+		c: c, dir: n.dir, node: n.path, owner: n.owner, token: n.token, exclusive: n.node.kind.exclusive(), gen: gen,
+		lost: make(chan struct{}), released: make(chan struct{}), holds: 1,
 	}
-	go l.monitor(n.watch)
+	h.ctx, h.cancel = context.WithCancelCause(context.WithValue(context.Background(), holdingKey{c, n.dir}, h))
+	go h.monitor(n.watch)
+	return h.handle()
+}
+
+func (h *holding) handle() *Lease {
+	l := &Lease{h: h, unlocked: make(chan struct{})}
+	l.ctx, l.cancel = context.WithCancelCause(h.ctx)
 	return l
+}
+
+// reenter is Lock or RLock on a path whose holding ctx carries: a new Lease on the same node.
+// A read holding cannot become a write one: the writer would wait for its own reader.
+func (c *Client) reenter(ctx context.Context, dir string, k kind) (*Lease, bool, error) {
+	h, ok := ctx.Value(holdingKey{c, dir}).(*holding)
+	if !ok {
+		return nil, false, nil
+	}
+	if k.exclusive() && !h.exclusive {
+		return nil, true, fmt.Errorf("dlock: lock %s: %w", dir, ErrDeadlock)
+	}
+	if !h.c.trusted(h.gen) {
+		h.markLost(h.gen.err)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch {
+	case h.lostErr != nil:
+		return nil, true, fmt.Errorf("dlock: re-enter %s: %w", dir, h.lostErr)
+	case h.unlocking:
+		return nil, false, nil // released meanwhile: queue as anyone else
+	}
+	h.holds++
+	c.stats.acquisitions.Add(1)
+	return h.handle(), true, nil
 }
 
 // Token is the fencing token: the czxid of the lease's node. Every later holder of the same lock
 // has a larger one, so storage that remembers the largest token it has seen can refuse a write
 // from a holder that lost the lock without knowing it yet.
-func (l *Lease) Token() int64 { return l.token }
+func (l *Lease) Token() int64 { return l.h.token }
 
 // Node is the full path of this holding's node.
-func (l *Lease) Node() string { return l.node }
+func (l *Lease) Node() string { return l.h.node }
+
+// Context is cancelled when the lease is lost (its cause then wraps ErrLost) or unlocked. Pass it
+// to the work done under the lock, so that the work stops when the lock can no longer be trusted.
+// It also carries the holding: Lock on the same path with this context (or one derived from it)
+// re-enters instead of queueing behind itself.
+func (l *Lease) Context() context.Context { return l.ctx }
 
 // Lost is closed when the holding can no longer be trusted, and always before ZooKeeper can give
 // the lock to anyone else: when the session expires or the client closes, when the node is deleted
@@ -53,113 +117,131 @@ func (l *Lease) Node() string { return l.node }
 // It is judged when called, not only when a timer goroutine gets to run: a process that wakes from
 // a pause past the deadline finds it closed at its first look.
 func (l *Lease) Lost() <-chan struct{} {
-	if !l.c.trusted(l.gen) {
-		l.markLost(l.gen.err)
+	h := l.h
+	if !h.c.trusted(h.gen) {
+		h.markLost(h.gen.err)
 	}
-	return l.lost
+	return h.lost
 }
 
 // Err says why the lease was lost (it wraps ErrLost), or nil while it is not.
 func (l *Lease) Err() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.lostErr
+	l.h.mu.Lock()
+	defer l.h.mu.Unlock()
+	return l.h.lostErr
 }
 
-// Unlock deletes the lease's node; when it returns nil the next waiter can go ahead. It never
-// waits for a ZooKeeper that cannot be reached: the delete then goes on in the background (the
-// node goes with the session at the latest) and Unlock returns an error saying so. It is
-// idempotent: later calls return the first call's result. A lease that was lost, whether or not
-// Lost has closed yet, answers an error wrapping ErrLost.
+// Unlock releases the lease. The last Lease on a holding deletes the lock's node; when Unlock
+// returns nil the next waiter can go ahead. It never waits for a ZooKeeper that cannot be reached:
+// the delete then goes on in the background (the node goes with the session at the latest) and
+// Unlock returns an error saying so. It is idempotent: later calls return the first call's
+// result. A lease that was lost, whether or not Lost has closed yet, answers an error wrapping
+// ErrLost.
 func (l *Lease) Unlock(ctx context.Context) error {
-	l.mu.Lock()
-	if l.unlocking {
-		l.mu.Unlock()
-		select {
-		case <-l.unlockDone:
-			return l.unlockErr
-		case <-ctx.Done():
-			return fmt.Errorf("dlock: unlock %s: %w", l.node, ctx.Err())
-		}
+	first := false
+	l.once.Do(func() {
+		first = true
+		l.unlockErr = l.h.release(ctx)
+		l.cancel(errUnlocked)
+		close(l.unlocked)
+	})
+	if first {
+		return l.unlockErr
 	}
-	l.unlocking = true
-	close(l.released)
-	lostErr := l.lostErr
-	l.mu.Unlock()
+	select {
+	case <-l.unlocked:
+		return l.unlockErr
+	case <-ctx.Done():
+		return fmt.Errorf("dlock: unlock %s: %w", l.h.node, ctx.Err())
+	}
+}
 
-	if lostErr == nil && !l.c.trusted(l.gen) {
-		lostErr = l.gen.err
+// release gives up one hold; the last one deletes the node.
+func (h *holding) release(ctx context.Context) error {
+	h.mu.Lock()
+	h.holds--
+	if h.holds > 0 {
+		lostErr := h.lostErr
+		h.mu.Unlock()
+		if lostErr != nil {
+			return fmt.Errorf("dlock: unlock %s: %w", h.node, lostErr)
+		}
+		return nil
 	}
-	var err error
+	h.unlocking = true
+	close(h.released)
+	lostErr := h.lostErr
+	h.mu.Unlock()
+	defer h.cancel(errUnlocked)
+
+	if lostErr == nil && !h.c.trusted(h.gen) {
+		lostErr = h.gen.err
+	}
 	if lostErr != nil {
 		// The session may still hold the node after a long silence; nobody trusts it any more.
-		l.c.removeLater(l.node, l.owner)
-		err = fmt.Errorf("dlock: unlock %s: %w", l.node, lostErr)
-	} else {
-		dctx, cancel := context.WithTimeout(withNoWait(ctx), cleanupTimeout)
-		goneBefore, derr := l.c.removeNow(dctx, l.node, l.owner)
-		cancel()
-		switch {
-		case derr != nil:
-			l.c.removeLater(l.node, l.owner)
-			err = fmt.Errorf("dlock: unlock %s: deleting in the background: %w", l.node, derr)
-		case goneBefore:
-			err = fmt.Errorf("dlock: unlock %s: %w: the node was deleted by someone else", l.node, ErrLost)
-		}
+		h.c.removeLater(h.node, h.owner)
+		return fmt.Errorf("dlock: unlock %s: %w", h.node, lostErr)
 	}
-	l.mu.Lock()
-	l.unlockErr = err
-	l.mu.Unlock()
-	close(l.unlockDone)
-	return err
+	dctx, cancel := context.WithTimeout(withNoWait(ctx), cleanupTimeout)
+	goneBefore, err := h.c.removeNow(dctx, h.node, h.owner)
+	cancel()
+	switch {
+	case err != nil:
+		h.c.removeLater(h.node, h.owner)
+		return fmt.Errorf("dlock: unlock %s: deleting in the background: %w", h.node, err)
+	case goneBefore:
+		return fmt.Errorf("dlock: unlock %s: %w: the node was deleted by someone else", h.node, ErrLost)
+	}
+	return nil
 }
 
 // monitor closes Lost when the node or its session goes.
-func (l *Lease) monitor(watch <-chan zk.Event) {
+func (h *holding) monitor(watch <-chan zk.Event) {
 	for {
 		select {
-		case <-l.released:
+		case <-h.released:
 			return
-		case <-l.gen.done:
-			l.markLost(l.gen.err)
+		case <-h.gen.done:
+			h.markLost(h.gen.err)
 			return
 		case ev := <-watch:
 			select {
-			case <-l.released:
+			case <-h.released:
 				return
 			default:
 			}
 			switch {
 			case ev.Type == zk.EventNodeDataChanged:
-				w, err := l.c.existsW(l.c.bgCtx, l.node)
+				w, err := h.c.existsW(h.c.bgCtx, h.node)
 				if err == nil {
 					watch = w.ch
 					continue
 				}
-				l.markLost(fmt.Errorf("%w: watching lock node %s: %w", ErrLost, l.node, err))
+				h.markLost(fmt.Errorf("%w: watching lock node %s: %w", ErrLost, h.node, err))
 			case ev.Type == zk.EventNodeDeleted:
-				l.markLost(fmt.Errorf("%w: lock node %s was deleted by someone else", ErrLost, l.node))
+				h.markLost(fmt.Errorf("%w: lock node %s was deleted by someone else", ErrLost, h.node))
 			case errors.Is(ev.Err, zk.ErrClosing):
-				l.markLost(fmt.Errorf("%w: %w", ErrLost, ErrClosed))
+				h.markLost(fmt.Errorf("%w: %w", ErrLost, ErrClosed))
 			default:
-				l.markLost(fmt.Errorf("%w: ZooKeeper session ended (%v)", ErrLost, ev.Err))
+				h.markLost(fmt.Errorf("%w: ZooKeeper session ended (%v)", ErrLost, ev.Err))
 			}
 			return
 		}
 	}
 }
 
-func (l *Lease) markLost(err error) {
-	l.mu.Lock()
-	if l.lostErr != nil || l.unlocking {
-		l.mu.Unlock()
+func (h *holding) markLost(err error) {
+	h.mu.Lock()
+	if h.lostErr != nil || h.unlocking {
+		h.mu.Unlock()
 		return
 	}
-	l.lostErr = err
-	close(l.lost)
-	l.mu.Unlock()
-	l.c.log.Warn("lock lost", "node", l.node, "token", l.token, "err", err)
+	h.lostErr = err
+	close(h.lost)
+	h.mu.Unlock()
+	h.cancel(err)
+	h.c.log.Warn("lock lost", "node", h.node, "token", h.token, "err", err)
 	// After a long disconnection the session may come back with the node still in place; it must
 	// not block the queue once nobody trusts it.
-	l.c.removeLater(l.node, l.owner)
+	h.c.removeLater(h.node, h.owner)
 }

@@ -19,6 +19,13 @@ func (m *Mutex) Path() string { return m.path }
 
 // Lock waits until the lock is held, or ctx ends (the error then wraps ctx.Err() and the waiter's
 // node has been deleted).
+//
+// Lock is reentrant through the context, not through the Client: a ctx that carries a lease of
+// this path (Lease.Context, or a context derived from it) re-enters that holding and gets a Lease
+// of its own at once; the node is deleted when the last of them is unlocked. Any other call
+// queues, even from the same Client, so that goroutines sharing a Client still exclude each
+// other. A Go program has no thread identity to key reentrancy on (Curator's InterProcessMutex
+// keys it on the Java thread); the context is what the work under a lock is handed.
 func (m *Mutex) Lock(ctx context.Context) (*Lease, error) {
 	return m.c.acquire(ctx, m.path, kindLock, false)
 }

@@ -21,6 +21,7 @@ type config struct {
 	owner          string
 	dialer         zk.Dialer
 	naming         Naming
+	listener       func(State)
 }
 
 type authInfo struct {

@@ -14,12 +14,29 @@ type RWMutex struct {
 // same path.
 func NewRWMutex(c *Client, path string) *RWMutex { return &RWMutex{c: c, path: path} }
 
-// RLock waits for a shared holding.
+// Path is the lock's ZooKeeper path.
+func (rw *RWMutex) Path() string { return rw.path }
+
+// RLock waits for a shared holding. With a context carrying a lease of this path (see
+// Lease.Context), it re-enters that holding instead.
 func (rw *RWMutex) RLock(ctx context.Context) (*Lease, error) {
 	return rw.c.acquire(ctx, rw.path, kindRead, false)
 }
 
-// Lock waits for an exclusive holding.
+// Lock waits for an exclusive holding. With a context carrying an exclusive lease of this path it
+// re-enters that holding; with one carrying a read lease it answers ErrDeadlock at once.
 func (rw *RWMutex) Lock(ctx context.Context) (*Lease, error) {
 	return rw.c.acquire(ctx, rw.path, kindWrite, false)
+}
+
+// TryRLock takes a shared holding only if no writer holds or waits; otherwise it answers
+// ErrLocked at once, having left no node behind.
+func (rw *RWMutex) TryRLock(ctx context.Context) (*Lease, error) {
+	return rw.c.acquire(ctx, rw.path, kindRead, true)
+}
+
+// TryLock takes an exclusive holding only if nobody holds or waits; otherwise it answers
+// ErrLocked at once, having left no node behind.
+func (rw *RWMutex) TryLock(ctx context.Context) (*Lease, error) {
+	return rw.c.acquire(ctx, rw.path, kindWrite, true)
 }

@@ -235,6 +235,9 @@ func (c *Client) setStateLocked(s sessionState) {
 	if c.state == s {
 		return
 	}
+	if us, ok := userState(c.state, s); ok {
+		c.listener.send(us)
+	}
 	wasOpen := c.state == stateOpen
 	c.state = s
 	switch {
@@ -243,6 +246,24 @@ func (c *Client) setStateLocked(s sessionState) {
 	case wasOpen:
 		c.sessionUp = make(chan struct{})
 	}
+}
+
+// userState is what a transition of the machine means to a user (see State); resuming to open is
+// invisible, the grace being an implementation detail.
+func userState(from, to sessionState) (State, bool) {
+	switch {
+	case to == stateClosed:
+		return StateClosed, true
+	case to == stateLost:
+		return StateLost, true
+	case to == stateSuspended:
+		return StateSuspended, true
+	case from == stateConnecting && to == stateOpen:
+		return StateConnected, true
+	case to == stateResuming, from == stateLost && to == stateOpen:
+		return StateReconnected, true
+	}
+	return 0, false
 }
 
 func (g *generation) sessionIDOrZero() int64 {

@@ -199,30 +199,34 @@ func stillHeld(lease *dlock.Lease) func() error {
 	}
 }
 
-// work is the simulated work inside the critical section (WORK_DELAY); it stops early when the
-// lease is lost, as a real critical section must.
+// work is the simulated work inside the critical section (WORK_DELAY, a payment call, say). It
+// runs under the lease's context as well as the request's, as a real critical section passes the
+// lease's context down to its calls, so that it stops as soon as the lease is lost.
 func (s *Server) work(lease *dlock.Lease) func(context.Context) error {
 	return func(ctx context.Context) error {
-		var lost <-chan struct{}
 		if lease != nil {
-			lost = lease.Lost()
-		}
-		if s.cfg.WorkDelay <= 0 {
 			select {
-			case <-lost:
+			case <-lease.Lost(): // judged now: a replica woken from a pause must not go on
 				return errLockLost
 			default:
-				return nil
 			}
+			var cancel context.CancelCauseFunc
+			ctx, cancel = context.WithCancelCause(ctx)
+			defer cancel(nil)
+			defer context.AfterFunc(lease.Context(), func() { cancel(errLockLost) })()
+		}
+		if s.cfg.WorkDelay <= 0 {
+			return nil
 		}
 		t := time.NewTimer(s.cfg.WorkDelay)
 		defer t.Stop()
 		select {
 		case <-t.C:
 			return nil
-		case <-lost:
-			return errLockLost
 		case <-ctx.Done():
+			if errors.Is(context.Cause(ctx), errLockLost) {
+				return errLockLost
+			}
 			return ctx.Err()
 		}
 	}
