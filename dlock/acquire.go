@@ -9,13 +9,15 @@ import (
 	"strings"
 
 	"github.com/go-zookeeper/zk"
+
+	"github.com/zkstock/zkstock/dlock/internal/nodename"
 )
 
 // errRequeue: the waiter's node vanished with an old session; it queues again with a new node.
 var errRequeue = errors.New("lock node vanished while waiting")
 
 // acquire is the one recipe behind Mutex and RWMutex.
-func (c *Client) acquire(ctx context.Context, dir string, k kind, try bool) (*Lease, error) {
+func (c *Client) acquire(ctx context.Context, dir string, k nodename.Kind, try bool) (*Lease, error) {
 	if err := validateLockPath(dir); err != nil {
 		return nil, err
 	}
@@ -30,7 +32,7 @@ func (c *Client) acquire(ctx context.Context, dir string, k kind, try bool) (*Le
 		if err != nil && !errors.Is(err, zk.ErrNoNode) {
 			return nil, fmt.Errorf("dlock: trylock %s: %w", dir, err)
 		}
-		if len(blockers(parseQueue(kids), lockNode{base: "\x00newcomer", kind: k, seq: math.MaxInt64})) > 0 {
+		if len(nodename.Blockers(nodename.Queue(kids), nodename.Node{Base: "\x00newcomer", Kind: k, Seq: math.MaxInt64})) > 0 {
 			return nil, ErrLocked
 		}
 	}
@@ -61,7 +63,7 @@ func (c *Client) acquire(ctx context.Context, dir string, k kind, try bool) (*Le
 // watched node was the last blocker n knew of, n holds the lock without reading the queue again.
 // watching delivers the result of watchOwn, which runs beside the first read of the queue.
 func (c *Client) waitTurn(ctx context.Context, n *ownNode, try bool, watching <-chan error) (*Lease, error) {
-	var ahead []lockNode
+	var ahead []nodename.Node
 	var removing map[string]bool
 	readQueue := true
 	for {
@@ -71,21 +73,21 @@ func (c *Client) waitTurn(ctx context.Context, n *ownNode, try bool, watching <-
 				c.discard(ctx, n.path, n.owner)
 				return nil, err
 			}
-			queue := parseQueue(kids)
-			if !slices.ContainsFunc(queue, func(x lockNode) bool { return x.name == n.node.name }) {
+			queue := nodename.Queue(kids)
+			if !slices.ContainsFunc(queue, func(x nodename.Node) bool { return x.Name == n.node.Name }) {
 				return nil, errRequeue
 			}
-			for _, s := range strays(queue, n.node) {
-				if !removing[s.name] {
+			for _, s := range nodename.Strays(queue, n.node) {
+				if !removing[s.Name] {
 					if removing == nil {
 						removing = map[string]bool{}
 					}
-					removing[s.name] = true
-					c.log.Warn("deleting a second node of this attempt (a create's reply was lost)", "node", s.name)
-					c.removeLater(n.dir+"/"+s.name, n.owner)
+					removing[s.Name] = true
+					c.log.Warn("deleting a second node of this attempt (a create's reply was lost)", "node", s.Name)
+					c.removeLater(n.dir+"/"+s.Name, n.owner)
 				}
 			}
-			ahead = blockers(queue, n.node)
+			ahead = nodename.Blockers(queue, n.node)
 			readQueue = false
 		}
 		if watching != nil {
@@ -106,7 +108,7 @@ func (c *Client) waitTurn(ctx context.Context, n *ownNode, try bool, watching <-
 
 		var wake <-chan zk.Event
 		if len(ahead) > 0 {
-			ch, err := c.getW(ctx, n.dir+"/"+ahead[len(ahead)-1].name)
+			ch, err := c.getW(ctx, n.dir+"/"+ahead[len(ahead)-1].Name)
 			switch {
 			case errors.Is(err, zk.ErrNoNode):
 				readQueue = popBlocker(&ahead)
@@ -162,7 +164,7 @@ func (c *Client) waitTurn(ctx context.Context, n *ownNode, try bool, watching <-
 // popBlocker drops the nearest blocker, which is gone, and says whether the queue must be read
 // again. With one blocker left, watching it costs the same one request as reading the queue and
 // may save the next; with more, which of them are still there is best learnt in one read.
-func popBlocker(ahead *[]lockNode) (readQueue bool) {
+func popBlocker(ahead *[]nodename.Node) (readQueue bool) {
 	*ahead = (*ahead)[:len(*ahead)-1]
 	return len(*ahead) > 1
 }

@@ -53,7 +53,7 @@ func Connect(ctx context.Context, servers []string, opts ...Option) (*Client, er
 	if len(servers) == 0 {
 		return nil, errors.New("dlock: connect: no ZooKeeper servers given")
 	}
-	if _, ok := writings[cfg.naming]; !ok {
+	if !cfg.naming.layout().Valid() {
 		return nil, fmt.Errorf("dlock: connect: unknown naming %v", cfg.naming)
 	}
 	c := &Client{

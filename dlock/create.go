@@ -9,13 +9,15 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+
+	"github.com/zkstock/zkstock/dlock/internal/nodename"
 )
 
 // ownNode is the lock node one Lock call created and waits with.
 type ownNode struct {
 	dir   string
 	path  string
-	node  lockNode
+	node  nodename.Node
 	owner int64           // session that created it
 	token int64           // its czxid
 	watch <-chan zk.Event // fires when it is deleted or its session ends
@@ -26,8 +28,8 @@ type ownNode struct {
 const cleanupTimeout = time.Second
 
 // createNode adds this attempt's EPHEMERAL_SEQUENTIAL node to the queue at dir.
-func (c *Client) createNode(ctx context.Context, dir string, k kind) (*ownNode, error) {
-	base, err := c.cfg.naming.nodeBase(k)
+func (c *Client) createNode(ctx context.Context, dir string, k nodename.Kind) (*ownNode, error) {
+	base, err := c.cfg.naming.layout().Base(k)
 	if err != nil {
 		return nil, err
 	}
@@ -60,7 +62,7 @@ func (c *Client) createNode(ctx context.Context, dir string, k kind) (*ownNode, 
 		default:
 			return nil, fmt.Errorf("create lock node: %w", err)
 		}
-		node, ok := parseNode(path.Base(name))
+		node, ok := nodename.Parse(path.Base(name))
 		if !ok {
 			c.discard(ctx, name, owner)
 			return nil, fmt.Errorf("dlock: created node %q has an unexpected name", name)
@@ -133,7 +135,7 @@ func (c *Client) findProtected(ctx context.Context, dir, base string) (string, i
 	}
 	sid := c.conn.SessionID()
 	for _, name := range kids {
-		if n, ok := parseNode(name); !ok || n.base != base {
+		if n, ok := nodename.Parse(name); !ok || n.Base != base {
 			continue
 		}
 		p := dir + "/" + name

@@ -73,12 +73,13 @@
 // only after 2T/3 of silence. What the margin cannot cover is a process that is paused past it
 // (a stop-the-world pause, a frozen VM): that is what the fencing token is for.
 //
-// # Teaching variants
+// # The API
 //
-// SpinLock (retry creating one fixed node), NodeWatchLock (everyone watches one fixed node) and
-// HerdLock (sequential nodes, everyone watches the children list) implement Locker beside Mutex.
-// They are correct but costly, and exist to be measured against it: with n waiters each release
-// wakes about (n+1)/2 of them on average in the watch-based ones, against exactly one for Mutex.
+// Like etcd's concurrency package, dlock keeps a small surface: Client (one session, its
+// connection states through WithStateListener), Mutex, RWMutex, Lease (token, Lost, Context,
+// Unlock), LockAll for several locks at once, errors, options and Stats. Locks are reentrant
+// through the context only (see Mutex.Lock). The textbook recipes it is measured against (spin,
+// node-watch, herd) live in dlock/teaching.
 //
 // # Using a lease
 //

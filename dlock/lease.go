@@ -7,6 +7,8 @@ import (
 	"sync"
 
 	"github.com/go-zookeeper/zk"
+
+	"github.com/zkstock/zkstock/dlock/internal/nodename"
 )
 
 // Lease is one holding of a lock, or one re-entry into a holding (see Mutex.Lock). Each Lease
@@ -53,7 +55,7 @@ type holdingKey struct {
 
 func newLease(c *Client, n *ownNode, gen *generation) *Lease {
 	h := &holding{
-		c: c, dir: n.dir, node: n.path, owner: n.owner, token: n.token, exclusive: n.node.kind.exclusive(), gen: gen,
+		c: c, dir: n.dir, node: n.path, owner: n.owner, token: n.token, exclusive: n.node.Kind.Exclusive(), gen: gen,
 		lost: make(chan struct{}), released: make(chan struct{}), holds: 1,
 	}
 	h.ctx, h.cancel = context.WithCancelCause(context.WithValue(context.Background(), holdingKey{c, n.dir}, h))
@@ -69,12 +71,12 @@ func (h *holding) handle() *Lease {
 
 // reenter is Lock or RLock on a path whose holding ctx carries: a new Lease on the same node.
 // A read holding cannot become a write one: the writer would wait for its own reader.
-func (c *Client) reenter(ctx context.Context, dir string, k kind) (*Lease, bool, error) {
+func (c *Client) reenter(ctx context.Context, dir string, k nodename.Kind) (*Lease, bool, error) {
 	h, ok := ctx.Value(holdingKey{c, dir}).(*holding)
 	if !ok {
 		return nil, false, nil
 	}
-	if k.exclusive() && !h.exclusive {
+	if k.Exclusive() && !h.exclusive {
 		return nil, true, fmt.Errorf("dlock: lock %s: %w", dir, ErrDeadlock)
 	}
 	if !h.c.trusted(h.gen) {

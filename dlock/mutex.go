@@ -1,6 +1,10 @@
 package dlock
 
-import "context"
+import (
+	"context"
+
+	"github.com/zkstock/zkstock/dlock/internal/nodename"
+)
 
 // Mutex is a fair (FIFO), herd-free exclusive lock on one ZooKeeper path. It holds no state of its
 // own: goroutines may share one Mutex, each Lock call queues separately, and it can be locked again
@@ -27,11 +31,11 @@ func (m *Mutex) Path() string { return m.path }
 // other. A Go program has no thread identity to key reentrancy on (Curator's InterProcessMutex
 // keys it on the Java thread); the context is what the work under a lock is handed.
 func (m *Mutex) Lock(ctx context.Context) (*Lease, error) {
-	return m.c.acquire(ctx, m.path, kindLock, false)
+	return m.c.acquire(ctx, m.path, nodename.Lock, false)
 }
 
 // TryLock takes the lock only if nobody holds it or waits for it; otherwise it returns ErrLocked
 // at once, having left no node behind.
 func (m *Mutex) TryLock(ctx context.Context) (*Lease, error) {
-	return m.c.acquire(ctx, m.path, kindLock, true)
+	return m.c.acquire(ctx, m.path, nodename.Lock, true)
 }

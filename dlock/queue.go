@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/go-zookeeper/zk"
+
+	"github.com/zkstock/zkstock/dlock/internal/nodename"
 )
 
 // QueueEntry is one lock node as ZooKeeper holds it now.
@@ -31,13 +33,13 @@ func (c *Client) Queue(ctx context.Context, path string) ([]QueueEntry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dlock: queue %s: %w", path, err)
 	}
-	queue := parseQueue(kids)
-	live := make([]lockNode, 0, len(queue))
+	queue := nodename.Queue(kids)
+	live := make([]nodename.Node, 0, len(queue))
 	out := make([]QueueEntry, 0, len(queue))
 	for _, n := range queue {
 		node, err := retry(ctx, c, func() (getResult, error) {
 			c.stats.gets.Add(1)
-			d, st, err := c.conn.Get(path + "/" + n.name)
+			d, st, err := c.conn.Get(path + "/" + n.Name)
 			return getResult{d, st}, err
 		})
 		if errors.Is(err, zk.ErrNoNode) {
@@ -47,12 +49,12 @@ func (c *Client) Queue(ctx context.Context, path string) ([]QueueEntry, error) {
 			return nil, fmt.Errorf("dlock: queue %s: %w", path, err)
 		}
 		live = append(live, n)
-		out = append(out, QueueEntry{Node: n.name, Kind: string(n.kind), Seq: n.seq, Owner: string(node.data), Token: node.stat.Czxid})
+		out = append(out, QueueEntry{Node: n.Name, Kind: string(n.Kind), Seq: n.Seq, Owner: string(node.data), Token: node.stat.Czxid})
 	}
 	// Who holds is judged among the nodes still there when read: a holder that released while
 	// the queue was being read has handed the lock on.
 	for i, n := range live {
-		out[i].Holder = len(blockers(live, n)) == 0
+		out[i].Holder = len(nodename.Blockers(live, n)) == 0
 	}
 	return out, nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/zkstock/zkstock/dlock"
+	"github.com/zkstock/zkstock/dlock/teaching"
 )
 
 // Variants are the recipes this package knows, in the order reports show them.
@@ -107,20 +108,36 @@ func newContender(ctx context.Context, variant string, servers []string, path st
 			close: conn.Close,
 		}, nil
 	}
-	c, err := dlock.Connect(ctx, servers)
+	if variant == "fair" {
+		c, err := dlock.Connect(ctx, servers)
+		if err != nil {
+			return nil, err
+		}
+		m := dlock.NewMutex(c, path)
+		return &contender{
+			lock: func(ctx context.Context) (func() error, error) {
+				lease, err := m.Lock(ctx)
+				if err != nil {
+					return nil, err
+				}
+				return func() error { return lease.Unlock(context.WithoutCancel(ctx)) }, nil
+			},
+			stats: c.Stats,
+			close: func() { _ = c.Close() },
+		}, nil
+	}
+	c, err := teaching.Connect(ctx, servers, 10*time.Second, "lockbench")
 	if err != nil {
 		return nil, err
 	}
-	var l dlock.Locker
+	var l teaching.Locker
 	switch variant {
 	case "spin":
-		l = dlock.NewSpinLock(c, path, 10*time.Millisecond)
+		l = teaching.NewSpinLock(c, path, 10*time.Millisecond)
 	case "node-watch":
-		l = dlock.NewNodeWatchLock(c, path)
-	case "herd":
-		l = dlock.NewHerdLock(c, path)
+		l = teaching.NewNodeWatchLock(c, path)
 	default:
-		l = dlock.NewMutex(c, path)
+		l = teaching.NewHerdLock(c, path)
 	}
 	return &contender{
 		lock: func(ctx context.Context) (func() error, error) {

@@ -20,7 +20,7 @@ type metrics struct {
 
 var lockBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
 
-func newMetrics(reg *prometheus.Registry, locks *dlock.Client) (*metrics, error) {
+func newMetrics(reg *prometheus.Registry, zkStats func() dlock.Stats) (*metrics, error) {
 	m := &metrics{
 		orders: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "zkstock_orders_total", Help: "Purchase requests by result (created, replayed, or the error code).",
@@ -35,7 +35,7 @@ func newMetrics(reg *prometheus.Registry, locks *dlock.Client) (*metrics, error)
 			Name: "zkstock_stock", Help: "Stock left as this replica last saw it.",
 		}, []string{"sku"}),
 	}
-	for _, c := range []prometheus.Collector{m.orders, m.lockWait, m.lockHold, m.stock, zkCollector{locks},
+	for _, c := range []prometheus.Collector{m.orders, m.lockWait, m.lockHold, m.stock, zkCollector{zkStats},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("order: register metrics: %w", err)
@@ -48,8 +48,8 @@ func (s *Server) metricsHandler() http.Handler {
 	return promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{})
 }
 
-// zkCollector exports the lock client's own counters at scrape time.
-type zkCollector struct{ locks *dlock.Client }
+// zkCollector exports the lock clients' own counters at scrape time.
+type zkCollector struct{ stats func() dlock.Stats }
 
 var (
 	zkWatchDesc = prometheus.NewDesc("zkstock_zk_watch_events_total", "Watch notifications received by lock waiters.", nil, nil)
@@ -62,7 +62,7 @@ func (z zkCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (z zkCollector) Collect(ch chan<- prometheus.Metric) {
-	st := z.locks.Stats()
+	st := z.stats()
 	ch <- prometheus.MustNewConstMetric(zkWatchDesc, prometheus.CounterValue, float64(st.WatchEvents))
 	for op, n := range map[string]int64{"create": st.Creates, "delete": st.Deletes, "children": st.ChildrenCalls, "exists": st.ExistsCalls, "get": st.GetCalls} {
 		ch <- prometheus.MustNewConstMetric(zkOpsDesc, prometheus.CounterValue, float64(n), op)

@@ -14,6 +14,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/zkstock/zkstock/dlock"
+	"github.com/zkstock/zkstock/dlock/teaching"
 	"github.com/zkstock/zkstock/inventory"
 )
 
@@ -114,18 +115,24 @@ func (s *Server) sell(ctx context.Context, p inventory.Purchase, mode LockMode, 
 		return s.sellBatched(ctx, p)
 	}
 
-	var locker dlock.Locker = dlock.NewMutex(s.locks, lockPath(p.SKU))
+	lock := func(ctx context.Context) (heldLock, error) { return dlock.NewMutex(s.locks, lockPath(p.SKU)).Lock(ctx) }
 	if mode == ModeZKHerd {
-		locker = dlock.NewHerdLock(s.locks, lockPath(p.SKU))
+		lock = func(ctx context.Context) (heldLock, error) {
+			c, err := s.herdClient(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return teaching.NewHerdLock(c, lockPath(p.SKU)).Lock(ctx)
+		}
 	}
 	invMode := inventory.Fenced
 	if mode == ModeZKUnfenced {
 		invMode = inventory.Unfenced
 	}
-	var lease *dlock.Lease
+	var lease heldLock
 	var res inventory.Result
 	err = s.withLock(ctx, log, func(lockCtx context.Context) (release, error) {
-		l, err := locker.Lock(lockCtx)
+		l, err := lock(lockCtx)
 		if err != nil {
 			return nil, err
 		}
@@ -159,6 +166,15 @@ func (s *Server) sellUnderTableLock(ctx context.Context, p inventory.Purchase, l
 	return res, err
 }
 
+// heldLock is what a locked sale needs of its lock: a dlock Lease, or in mode zk-herd a teaching
+// recipe's.
+type heldLock interface {
+	Token() int64
+	Lost() <-chan struct{}
+	Context() context.Context
+	Unlock(context.Context) error
+}
+
 // release gives a lock back.
 type release func(context.Context) error
 
@@ -188,7 +204,7 @@ func (s *Server) withLock(ctx context.Context, log *slog.Logger, acquire func(co
 }
 
 // stillHeld is the last check before commit: a lease lost by then rolls the transaction back.
-func stillHeld(lease *dlock.Lease) func() error {
+func stillHeld(lease heldLock) func() error {
 	return func() error {
 		select {
 		case <-lease.Lost():
@@ -202,7 +218,7 @@ func stillHeld(lease *dlock.Lease) func() error {
 // work is the simulated work inside the critical section (WORK_DELAY, a payment call, say). It
 // runs under the lease's context as well as the request's, as a real critical section passes the
 // lease's context down to its calls, so that it stops as soon as the lease is lost.
-func (s *Server) work(lease *dlock.Lease) func(context.Context) error {
+func (s *Server) work(lease heldLock) func(context.Context) error {
 	return func(ctx context.Context) error {
 		if lease != nil {
 			select {

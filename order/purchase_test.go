@@ -79,7 +79,7 @@ func TestLockOnIsExact(t *testing.T) {
 			}
 			var acquisitions int64
 			for _, r := range rs {
-				acquisitions += r.Locks.Stats().Acquisitions
+				acquisitions += r.Srv.ZKStats().Acquisitions
 			}
 			switch {
 			case strings.HasPrefix(string(mode), "db-"):

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/zkstock/zkstock/dlock"
+	"github.com/zkstock/zkstock/dlock/teaching"
 	"github.com/zkstock/zkstock/inventory"
 )
 
@@ -47,6 +48,53 @@ type Server struct {
 
 	batchersMu sync.Mutex
 	batchers   map[string]*batcher // mode zk-batch, per SKU
+
+	herdMu sync.Mutex
+	herd   *teaching.Client // mode zk-herd's session, opened on first use
+}
+
+// herdClient is mode zk-herd's ZooKeeper session. The herd recipe is a teaching one, kept out of
+// dlock with a session of its own, opened the first time a replica sells in that mode.
+func (s *Server) herdClient(ctx context.Context) (*teaching.Client, error) {
+	s.herdMu.Lock()
+	defer s.herdMu.Unlock()
+	if s.herd == nil {
+		c, err := teaching.Connect(ctx, s.cfg.ZKServers, s.cfg.ZKSessionTimeout, s.cfg.ReplicaID)
+		if err != nil {
+			return nil, err
+		}
+		s.herd = c
+	}
+	return s.herd, nil
+}
+
+// Close ends what the server opened itself: mode zk-herd's session, whose nodes go with it.
+func (s *Server) Close() {
+	s.herdMu.Lock()
+	defer s.herdMu.Unlock()
+	if s.herd != nil {
+		_ = s.herd.Close()
+		s.herd = nil
+	}
+}
+
+// ZKStats adds up the ZooKeeper work of the replica's lock sessions (dlock's, and zk-herd's if opened).
+func (s *Server) ZKStats() dlock.Stats {
+	st := s.locks.Stats()
+	s.herdMu.Lock()
+	herd := s.herd
+	s.herdMu.Unlock()
+	if herd != nil {
+		h := herd.Stats()
+		st.Creates += h.Creates
+		st.Deletes += h.Deletes
+		st.ChildrenCalls += h.ChildrenCalls
+		st.ExistsCalls += h.ExistsCalls
+		st.GetCalls += h.GetCalls
+		st.WatchEvents += h.WatchEvents
+		st.Acquisitions += h.Acquisitions
+	}
+	return st
 }
 
 // New builds a replica on an open store and a connected lock client.
@@ -60,7 +108,7 @@ func New(cfg Config, store *inventory.Store, locks *dlock.Client, log *slog.Logg
 	s := &Server{cfg: cfg, store: store, locks: locks, log: log.With("replica", cfg.ReplicaID), batchers: map[string]*batcher{}}
 	s.mode.Store(cfg.LockMode)
 	s.reg = prometheus.NewRegistry()
-	m, err := newMetrics(s.reg, locks)
+	m, err := newMetrics(s.reg, s.ZKStats)
 	if err != nil {
 		return nil, err
 	}

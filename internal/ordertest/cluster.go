@@ -87,11 +87,13 @@ func Start(t testing.TB, n int, o Options) []*Replica {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = locks.Close() })
-		cfg := order.Config{ReplicaID: name, LockMode: o.Mode, LockTimeout: o.LockTimeout, WorkDelay: o.WorkDelay, AdminToken: token}
+		cfg := order.Config{ReplicaID: name, LockMode: o.Mode, LockTimeout: o.LockTimeout, WorkDelay: o.WorkDelay, AdminToken: token,
+			ZKServers: o.ZKServers, ZKSessionTimeout: 10 * time.Second}
 		srv, err := order.New(cfg, store, locks, logger())
 		if err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(srv.Close)
 		var h http.Handler = srv.Handler()
 		if o.Wrap != nil {
 			h = o.Wrap(h)

@@ -1,0 +1,203 @@
+// Package teaching holds the lock recipes that dlock's fair Mutex is measured against: SpinLock
+// (retry creating one fixed node), NodeWatchLock (every waiter watches one fixed node) and
+// HerdLock (sequential nodes, every waiter watches the children list). They are correct but
+// costly: with n waiters each release wakes about (n+1)/2 of them on average in the watch-based
+// ones, against exactly one for dlock.Mutex. They exist for lockbench, the zk-herd lock mode and
+// the tutorials, not for production: their Lost rule is the crude one (any disconnection), and
+// they have no fencing beyond the node's creation zxid.
+package teaching
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/zkstock/zkstock/dlock"
+)
+
+// Client is one ZooKeeper session for the teaching recipes, counting the work they do.
+type Client struct {
+	conn  *zk.Conn
+	owner string
+	stats struct {
+		creates, deletes, children, exists, gets, watchEvents, acquisitions atomic.Int64
+	}
+
+	mu     sync.Mutex
+	up     bool
+	down   chan struct{} // closed when the connection drops; a new one per connection
+	closed chan struct{}
+	once   sync.Once
+}
+
+// Connect opens a session and waits until it is established or ctx ends. owner names the client
+// in the data of its nodes, as dlock.WithOwner does.
+func Connect(ctx context.Context, servers []string, sessionTimeout time.Duration, owner string) (*Client, error) {
+	c := &Client{owner: owner, down: make(chan struct{}), closed: make(chan struct{})}
+	ready := make(chan struct{})
+	var readyOnce sync.Once
+	conn, _, err := zk.Connect(servers, sessionTimeout, zk.WithLogInfo(false), zk.WithLogger(quiet{}),
+		zk.WithEventCallback(func(ev zk.Event) {
+			if ev.Type != zk.EventSession {
+				return
+			}
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			switch {
+			case ev.State == zk.StateHasSession && !c.up:
+				c.up = true
+				readyOnce.Do(func() { close(ready) })
+			case ev.State != zk.StateHasSession && c.up:
+				c.up = false
+				close(c.down)
+				c.down = make(chan struct{})
+			}
+		}))
+	if err != nil {
+		return nil, fmt.Errorf("teaching: connect: %w", err)
+	}
+	c.conn = conn
+	select {
+	case <-ready:
+		return c, nil
+	case <-ctx.Done():
+		conn.Close()
+		return nil, fmt.Errorf("teaching: connect: %w", ctx.Err())
+	}
+}
+
+// Close ends the session; its nodes go with it.
+func (c *Client) Close() error {
+	c.once.Do(func() {
+		close(c.closed)
+		c.conn.Close()
+	})
+	return nil
+}
+
+// Stats counts the client's ZooKeeper work since Connect, in dlock's terms.
+func (c *Client) Stats() dlock.Stats {
+	s := &c.stats
+	return dlock.Stats{Creates: s.creates.Load(), Deletes: s.deletes.Load(), ChildrenCalls: s.children.Load(),
+		ExistsCalls: s.exists.Load(), GetCalls: s.gets.Load(), WatchEvents: s.watchEvents.Load(),
+		Acquisitions: s.acquisitions.Load()}
+}
+
+// Locker is what every teaching recipe offers.
+type Locker interface {
+	Lock(ctx context.Context) (*Lease, error)
+}
+
+var (
+	_ Locker = (*SpinLock)(nil)
+	_ Locker = (*NodeWatchLock)(nil)
+	_ Locker = (*HerdLock)(nil)
+)
+
+// call runs one request and stops waiting for it when ctx ends or the client closes.
+func call[T any](ctx context.Context, c *Client, op func() (T, error)) (T, error) {
+	type result struct {
+		v   T
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		v, err := op()
+		ch <- result{v, err}
+	}()
+	var zero T
+	select {
+	case r := <-ch:
+		return r.v, r.err
+	case <-ctx.Done():
+		return zero, ctx.Err()
+	case <-c.closed:
+		return zero, errors.New("teaching: client closed")
+	}
+}
+
+// ensurePath creates the lock path as container nodes, which ZooKeeper removes once empty.
+func (c *Client) ensurePath(ctx context.Context, dir string) error {
+	p := ""
+	for _, part := range strings.Split(strings.TrimPrefix(dir, "/"), "/") {
+		p += "/" + part
+		_, err := call(ctx, c, func() (string, error) {
+			c.stats.creates.Add(1)
+			return c.conn.CreateContainer(p, nil, zk.FlagContainer, zk.WorldACL(zk.PermAll))
+		})
+		if err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			return fmt.Errorf("create %s: %w", p, err)
+		}
+	}
+	return nil
+}
+
+// create makes a node of ours, creating the lock path first if it is missing.
+func (c *Client) create(ctx context.Context, dir, name string, flags int32) (string, error) {
+	for range 10 { // a container parent may be reaped between creating it and its child
+		p, err := call(ctx, c, func() (string, error) {
+			c.stats.creates.Add(1)
+			return c.conn.Create(dir+"/"+name, []byte(c.owner), flags, zk.WorldACL(zk.PermAll))
+		})
+		if !errors.Is(err, zk.ErrNoNode) {
+			return p, err
+		}
+		if err := c.ensurePath(ctx, dir); err != nil {
+			return "", err
+		}
+	}
+	return "", fmt.Errorf("create under %s: the path keeps vanishing", dir)
+}
+
+// remove deletes a node of ours within a second, even if ctx has ended; otherwise the node goes
+// with the session.
+func (c *Client) remove(ctx context.Context, p string) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
+	_, err := call(ctx, c, func() (struct{}, error) {
+		c.stats.deletes.Add(1)
+		return struct{}{}, c.conn.Delete(p, -1)
+	})
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil
+	}
+	return err
+}
+
+// grant turns a node of ours into a lease: it reads the node's czxid (the token) and watches it.
+func (c *Client) grant(ctx context.Context, p string) (*Lease, error) {
+	c.mu.Lock()
+	down := c.down
+	up := c.up
+	c.mu.Unlock()
+	if !up {
+		return nil, errors.New("teaching: disconnected")
+	}
+	type watched struct {
+		st *zk.Stat
+		ch <-chan zk.Event
+	}
+	w, err := call(ctx, c, func() (watched, error) {
+		c.stats.exists.Add(1)
+		ok, st, ch, err := c.conn.ExistsW(p)
+		if err == nil && !ok {
+			return watched{}, zk.ErrNoNode
+		}
+		return watched{st, ch}, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	c.stats.acquisitions.Add(1)
+	return newLease(c, p, w.st.Czxid, down, w.ch), nil
+}
+
+type quiet struct{}
+
+func (quiet) Printf(string, ...any) {}
