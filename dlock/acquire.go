@@ -28,7 +28,7 @@ func (c *Client) acquire(ctx context.Context, dir string, k nodename.Kind, try b
 		ctx = withNoWait(ctx)
 		// Answer "locked" without writing anything when the queue is visibly busy: no node is
 		// created, so none can leak (kazoo #732).
-		kids, err := c.children(ctx, dir)
+		kids, _, err := c.children(ctx, dir)
 		if err != nil && !errors.Is(err, zk.ErrNoNode) {
 			return nil, fmt.Errorf("dlock: trylock %s: %w", dir, err)
 		}
@@ -41,9 +41,7 @@ func (c *Client) acquire(ctx context.Context, dir string, k nodename.Kind, try b
 		if err != nil {
 			return nil, fmt.Errorf("dlock: lock %s: %w", dir, err)
 		}
-		watching := make(chan error, 1)
-		go func() { watching <- c.watchOwn(ctx, n) }()
-		lease, err := c.waitTurn(ctx, n, try, watching)
+		lease, err := c.waitTurn(ctx, n, try)
 		switch {
 		case errors.Is(err, errRequeue):
 			c.log.Info("lock node vanished while waiting; queueing again", "node", n.path)
@@ -61,14 +59,13 @@ func (c *Client) acquire(ctx context.Context, dir string, k nodename.Kind, try b
 // waitTurn waits until no node ahead of n blocks it, watching only the nearest blocker. Sequence
 // numbers only grow, so the set of nodes ahead of n can shrink but never gain a member: when the
 // watched node was the last blocker n knew of, n holds the lock without reading the queue again.
-// watching delivers the result of watchOwn, which runs beside the first read of the queue.
-func (c *Client) waitTurn(ctx context.Context, n *ownNode, try bool, watching <-chan error) (*Lease, error) {
+func (c *Client) waitTurn(ctx context.Context, n *ownNode, try bool) (*Lease, error) {
 	var ahead []nodename.Node
 	var removing map[string]bool
 	readQueue := true
 	for {
 		if readQueue {
-			kids, err := c.children(ctx, n.dir)
+			kids, st, err := c.children(ctx, n.dir)
 			if err != nil && !errors.Is(err, zk.ErrNoNode) {
 				c.discard(ctx, n.path, n.owner)
 				return nil, err
@@ -77,6 +74,7 @@ func (c *Client) waitTurn(ctx context.Context, n *ownNode, try bool, watching <-
 			if !slices.ContainsFunc(queue, func(x nodename.Node) bool { return x.Name == n.node.Name }) {
 				return nil, errRequeue
 			}
+			n.token = fencingToken(st, n.node)
 			for _, s := range nodename.Strays(queue, n.node) {
 				if !removing[s.Name] {
 					if removing == nil {
@@ -90,42 +88,26 @@ func (c *Client) waitTurn(ctx context.Context, n *ownNode, try bool, watching <-
 			ahead = nodename.Blockers(queue, n.node)
 			readQueue = false
 		}
-		if watching != nil {
-			err := <-watching
-			watching = nil
-			if errors.Is(err, zk.ErrNoNode) {
-				return nil, errRequeue
-			}
-			if err != nil {
-				c.discard(ctx, n.path, n.owner)
-				return nil, err
-			}
-		}
 		if try && len(ahead) > 0 {
 			c.discard(ctx, n.path, n.owner)
 			return nil, ErrLocked
 		}
-
-		var wake <-chan zk.Event
-		if len(ahead) > 0 {
-			ch, err := c.getW(ctx, n.dir+"/"+ahead[len(ahead)-1].Name)
-			switch {
-			case errors.Is(err, zk.ErrNoNode):
-				readQueue = popBlocker(&ahead)
-				continue
-			case err != nil:
-				c.discard(ctx, n.path, n.owner)
-				return nil, err
-			}
-			wake = ch
-		}
-		if wake == nil {
+		if len(ahead) == 0 {
 			lease, err := c.grant(n)
 			if errors.Is(err, errNoSession) {
 				readQueue = true // the session is unsure: look again once it is back
 				continue
 			}
 			return lease, err
+		}
+		wake, err := c.getW(ctx, n.dir+"/"+ahead[len(ahead)-1].Name)
+		switch {
+		case errors.Is(err, zk.ErrNoNode):
+			readQueue = popBlocker(&ahead)
+			continue
+		case err != nil:
+			c.discard(ctx, n.path, n.owner)
+			return nil, err
 		}
 
 		select {
@@ -136,22 +118,6 @@ func (c *Client) waitTurn(ctx context.Context, n *ownNode, try bool, watching <-
 			} else {
 				readQueue = true
 			}
-		case ev := <-n.watch:
-			if ev.Type != zk.EventNodeDataChanged {
-				if errors.Is(ev.Err, zk.ErrClosing) {
-					return nil, ErrClosed
-				}
-				return nil, errRequeue
-			}
-			w, err := c.existsW(ctx, n.path)
-			if err != nil {
-				if errors.Is(err, zk.ErrNoNode) {
-					return nil, errRequeue
-				}
-				c.discard(ctx, n.path, n.owner)
-				return nil, err
-			}
-			n.watch = w.ch
 		case <-ctx.Done():
 			c.discard(ctx, n.path, n.owner)
 			return nil, ctx.Err()
@@ -160,6 +126,16 @@ func (c *Client) waitTurn(ctx context.Context, n *ownNode, try bool, watching <-
 		}
 	}
 }
+
+// fencingToken is the lock path's creation zxid plus the node's sequence number. ZooKeeper gives
+// a sequential node the path's count of child changes so far (its cversion) as its number, so
+// within one incarnation of the path tokens grow with the queue order, holder after holder. Each
+// of those child changes was a transaction with a zxid of its own above the path's, so a token is
+// below the zxid of the change that created its node, and below the creation zxid of any later
+// incarnation of the path (containers are deleted when empty and created again): tokens keep
+// growing across that too, and across leader changes, since zxids only grow. It costs no request:
+// the children read that finds the node carries the path's stat.
+func fencingToken(dir *zk.Stat, own nodename.Node) int64 { return dir.Czxid + own.Seq }
 
 // popBlocker drops the nearest blocker, which is gone, and says whether the queue must be read
 // again. With one blocker left, watching it costs the same one request as reading the queue and

@@ -1,8 +1,13 @@
 package dlock_test
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"io"
+	"os/exec"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,9 +20,11 @@ import (
 )
 
 // BenchmarkMutex acquires and releases one lock from 1, 3 and 30 contenders, each with its own
-// ZooKeeper session, with dlock and, in the same run, with go-zookeeper's zk.Lock.
+// ZooKeeper session, with dlock and, in the same run and against the same ZooKeeper, with
+// go-zookeeper's zk.Lock, Apache Curator's InterProcessMutex (Java, warmed up before timing) and
+// kazoo's Lock (Debian's python3).
 //
-//	make bench   (go test -run '^$' -bench Mutex -benchtime 3000x ./dlock)
+//	make bench   (go test -run '^$' -bench Mutex -benchtime 3000x ./dlock, in rounds)
 func BenchmarkMutex(b *testing.B) {
 	for _, contenders := range []int{1, 3, 30} {
 		b.Run(fmt.Sprintf("impl=dlock/contenders=%d", contenders), func(b *testing.B) {
@@ -26,7 +33,58 @@ func BenchmarkMutex(b *testing.B) {
 		b.Run(fmt.Sprintf("impl=zklock/contenders=%d", contenders), func(b *testing.B) {
 			benchZKLock(b, contenders)
 		})
+		b.Run(fmt.Sprintf("impl=curator/contenders=%d", contenders), func(b *testing.B) {
+			benchPeer(b, libCurator, contenders)
+		})
+		b.Run(fmt.Sprintf("impl=kazoo/contenders=%d", contenders), func(b *testing.B) {
+			benchPeer(b, libKazoo, contenders)
+		})
 	}
+}
+
+// benchPeer runs a peer library's bench program (testdata/peers), which sets its sessions up and
+// warms up, then times b.N rounds when told to start.
+func benchPeer(b *testing.B, lib string, contenders int) {
+	b.StopTimer()
+	args := []string{strings.Join(testenv.ZKServers(b), ","), testenv.UniquePath(b), strconv.Itoa(contenders), strconv.Itoa(b.N)}
+	var cmd *exec.Cmd
+	if lib == libCurator {
+		cmd = exec.Command("java", append([]string{"-Xmx256m", "-cp", curatorClasspath(b), "CuratorBench"}, args...)...)
+	} else {
+		requireKazoo(b)
+		cmd = exec.Command(debianPython, append([]string{"testdata/peers/kazoo_bench.py"}, args...)...)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	sc := bufio.NewScanner(stdout)
+	if !sc.Scan() || sc.Text() != "READY" {
+		b.Fatalf("%s bench did not get ready: %q\n%s", lib, sc.Text(), stderr.String())
+	}
+	b.StartTimer()
+	if _, err := io.WriteString(stdin, "go\n"); err != nil {
+		b.Fatal(err)
+	}
+	var nanos int64
+	if !sc.Scan() {
+		b.Fatalf("%s bench ended early\n%s", lib, stderr.String())
+	}
+	b.StopTimer()
+	if _, err := fmt.Sscanf(sc.Text(), "DONE %d", &nanos); err != nil {
+		b.Fatalf("%s bench: %q: %v\n%s", lib, sc.Text(), err, stderr.String())
+	}
+	b.ReportMetric(float64(b.N)/(float64(nanos)/1e9), "acq/s")
 }
 
 // contend runs b.N lock/unlock rounds spread over the contenders and reports acquisitions/s.

@@ -54,12 +54,18 @@ func isConnectionError(err error) bool {
 		errors.Is(err, zk.ErrClosing)
 }
 
-func (c *Client) children(ctx context.Context, dir string) ([]string, error) {
-	return retry(ctx, c, func() ([]string, error) {
+// children lists dir's children, with dir's stat (its Pzxid is the fencing token's source).
+func (c *Client) children(ctx context.Context, dir string) ([]string, *zk.Stat, error) {
+	type result struct {
+		kids []string
+		st   *zk.Stat
+	}
+	r, err := retry(ctx, c, func() (result, error) {
 		c.stats.children.Add(1)
-		kids, _, err := c.conn.Children(dir)
-		return kids, err
+		kids, st, err := c.conn.Children(dir)
+		return result{kids, st}, err
 	})
+	return r.kids, r.st, err
 }
 
 func (c *Client) exists(ctx context.Context, path string) (*zk.Stat, error) {

@@ -18,9 +18,8 @@ type ownNode struct {
 	dir   string
 	path  string
 	node  nodename.Node
-	owner int64           // session that created it
-	token int64           // its czxid
-	watch <-chan zk.Event // fires when it is deleted or its session ends
+	owner int64 // session that created it
+	token int64 // the fencing token, set by the first read of the queue
 }
 
 // cleanupTimeout bounds how long a failing call waits to delete its node before it hands the
@@ -126,7 +125,7 @@ func (c *Client) findProtected(ctx context.Context, dir, base string) (string, i
 	if _, err := retry(ctx, c, func() (string, error) { return c.conn.Sync(dir) }); err != nil && !errors.Is(err, zk.ErrNoNode) {
 		return "", 0, fmt.Errorf("look for own lock node: sync: %w", err)
 	}
-	kids, err := c.children(ctx, dir)
+	kids, _, err := c.children(ctx, dir)
 	if errors.Is(err, zk.ErrNoNode) {
 		return "", 0, nil
 	}
@@ -153,17 +152,6 @@ func (c *Client) findProtected(ctx context.Context, dir, base string) (string, i
 			"owner", fmt.Sprintf("%#x", st.EphemeralOwner), "session", fmt.Sprintf("%#x", sid))
 	}
 	return "", 0, nil
-}
-
-// watchOwn reads the node's czxid (the fencing token) and watches it, so that a waiter or a
-// holder learns at once when the node is deleted. It runs beside the first read of the queue.
-func (c *Client) watchOwn(ctx context.Context, n *ownNode) error {
-	w, err := c.existsW(ctx, n.path)
-	if err != nil {
-		return err
-	}
-	n.token, n.watch = w.stat.Czxid, w.ch
-	return nil
 }
 
 // ensureParents creates the lock path as container nodes, which ZooKeeper deletes once they

@@ -18,7 +18,8 @@
 //     after a create was applied but before its reply arrived, the client finds its own node (after
 //     a sync, so that a lagging server cannot hide it) instead of leaving an orphan that blocks
 //     everyone; a node of an earlier session is never taken for its own;
-//   - gives every Lease a fencing token (the node's creation zxid, which only grows) and a Lost
+//   - gives every Lease a fencing token (the lock path's creation zxid plus the node's sequence
+//     number, which grows from holder to holder at no extra request) and a Lost
 //     channel that closes before ZooKeeper can give the lock to anyone else (see below);
 //   - never blocks in Unlock or TryLock while ZooKeeper is unreachable;
 //   - re-reads nothing it need not: after its predecessor goes, a waiter checks only the nodes it

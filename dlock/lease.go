@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/go-zookeeper/zk"
 
@@ -59,7 +60,7 @@ func newLease(c *Client, n *ownNode, gen *generation) *Lease {
 		lost: make(chan struct{}), released: make(chan struct{}), holds: 1,
 	}
 	h.ctx, h.cancel = context.WithCancelCause(context.WithValue(context.Background(), holdingKey{c, n.dir}, h))
-	go h.monitor(n.watch)
+	go h.monitor()
 	return h.handle()
 }
 
@@ -95,8 +96,9 @@ func (c *Client) reenter(ctx context.Context, dir string, k nodename.Kind) (*Lea
 	return h.handle(), true, nil
 }
 
-// Token is the fencing token: the czxid of the lease's node. Every later holder of the same lock
-// has a larger one, so storage that remembers the largest token it has seen can refuse a write
+// Token is the fencing token: the lock path's creation zxid plus the node's sequence number (see
+// fencingToken). Every later dlock holder of the same lock has a larger one, across leader
+// changes and a re-created path, so storage that remembers the largest token it has seen can refuse a write
 // from a holder that lost the lock without knowing it yet.
 func (l *Lease) Token() int64 { return l.h.token }
 
@@ -197,8 +199,29 @@ func (h *holding) release(ctx context.Context) error {
 	return nil
 }
 
-// monitor closes Lost when the node or its session goes.
-func (h *holding) monitor(watch <-chan zk.Event) {
+// ownWatchDelay is how long a holding lasts before the holder watches its own node, to learn if
+// anyone else deletes it. Most holdings end sooner, and the watch would cost each of them a
+// request; a deletion in the first moments is learnt when the watch is set.
+const ownWatchDelay = 50 * time.Millisecond
+
+// monitor closes Lost when the session's trust ends, or when the node is deleted by someone else.
+// Requests to ZooKeeper run beside it, so that it always hears the session's end at once.
+func (h *holding) monitor() {
+	delay := time.NewTimer(ownWatchDelay)
+	defer delay.Stop()
+	type result struct {
+		w   watched
+		err error
+	}
+	var watching chan result // the pending existsW on the node, if any
+	var watch <-chan zk.Event
+	setWatch := func() {
+		watching = make(chan result, 1)
+		go func(out chan<- result) {
+			w, err := h.c.existsW(h.ctx, h.node) // h.ctx ends with the holding
+			out <- result{w, err}
+		}(watching)
+	}
 	for {
 		select {
 		case <-h.released:
@@ -206,7 +229,20 @@ func (h *holding) monitor(watch <-chan zk.Event) {
 		case <-h.gen.done:
 			h.markLost(h.gen.err)
 			return
+		case <-delay.C:
+			setWatch()
+		case r := <-watching:
+			watching = nil
+			switch {
+			case errors.Is(r.err, zk.ErrNoNode):
+				h.markLost(fmt.Errorf("%w: lock node %s was deleted by someone else", ErrLost, h.node))
+				return
+			case r.err != nil: // the holding ended meanwhile; the cases above say how
+				continue
+			}
+			watch = r.w.ch
 		case ev := <-watch:
+			watch = nil
 			select {
 			case <-h.released:
 				return
@@ -214,12 +250,8 @@ func (h *holding) monitor(watch <-chan zk.Event) {
 			}
 			switch {
 			case ev.Type == zk.EventNodeDataChanged:
-				w, err := h.c.existsW(h.c.bgCtx, h.node)
-				if err == nil {
-					watch = w.ch
-					continue
-				}
-				h.markLost(fmt.Errorf("%w: watching lock node %s: %w", ErrLost, h.node, err))
+				setWatch()
+				continue
 			case ev.Type == zk.EventNodeDeleted:
 				h.markLost(fmt.Errorf("%w: lock node %s was deleted by someone else", ErrLost, h.node))
 			case errors.Is(ev.Err, zk.ErrClosing):

@@ -515,3 +515,29 @@ func TestQueueShowsHolderAndWaiters(t *testing.T) {
 	mustUnlock(t, held)
 	<-done
 }
+
+// Every later holder's token is larger, also when the lock path was deleted (as ZooKeeper reaps an
+// idle container) and created again: the new path's creation zxid is above every token of the old.
+func TestTokensGrowAcrossARecreatedPath(t *testing.T) {
+	c := connect(t, testenv.ZKServers(t))
+	raw := rawConn(t)
+	path := testenv.UniquePath(t)
+	m := dlock.NewMutex(c, path)
+	var last int64
+	for round := range 4 {
+		for range 3 { // a few holders on this incarnation, so that the sequence has grown
+			l, err := m.Lock(ctxTimeout(t, 5*time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if l.Token() <= last {
+				t.Fatalf("round %d: token %d not above the previous %d", round, l.Token(), last)
+			}
+			last = l.Token()
+			mustUnlock(t, l)
+		}
+		if err := raw.Delete(path, -1); err != nil {
+			t.Fatalf("delete the empty lock path: %v", err)
+		}
+	}
+}

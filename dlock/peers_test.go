@@ -216,7 +216,7 @@ func readFleet(t *testing.T, dir string) (counter int, order []string) {
 
 const debianPython = "/usr/bin/python3" // another python3 on PATH lacks Debian's kazoo
 
-func missingPeer(t *testing.T, what string) {
+func missingPeer(t testing.TB, what string) {
 	t.Helper()
 	msg := what + ": run `make test`, which installs it (scripts/servers.sh)"
 	if testenv.InCI() {
@@ -229,7 +229,7 @@ var kazooOnce = sync.OnceValue(func() error {
 	return exec.Command(debianPython, "-c", "import kazoo").Run()
 })
 
-func requireKazoo(t *testing.T) {
+func requireKazoo(t testing.TB) {
 	if err := kazooOnce(); err != nil {
 		missingPeer(t, "kazoo (Debian python3-kazoo) not importable by "+debianPython)
 	}
@@ -245,8 +245,9 @@ var curatorBuild struct {
 	err  error
 }
 
-// curatorClasspath compiles the Curator worker once per test binary, against /usr/share/java.
-func curatorClasspath(t *testing.T) string {
+// curatorClasspath compiles the Curator worker and bench once per test binary, against
+// /usr/share/java.
+func curatorClasspath(t testing.TB) string {
 	t.Helper()
 	curatorBuild.once.Do(func() {
 		var jars []string
@@ -264,7 +265,7 @@ func curatorClasspath(t *testing.T) string {
 		}
 		out := filepath.Join(os.TempDir(), "dlock-curator-worker-"+strconv.Itoa(os.Getpid()))
 		cp := strings.Join(jars, ":")
-		if b, err := exec.Command("javac", "-d", out, "-cp", cp, "testdata/peers/CuratorWorker.java").CombinedOutput(); err != nil {
+		if b, err := exec.Command("javac", "-d", out, "-cp", cp, "testdata/peers/CuratorWorker.java", "testdata/peers/CuratorBench.java").CombinedOutput(); err != nil {
 			curatorBuild.err = fmt.Errorf("javac: %v\n%s", err, b)
 			return
 		}

@@ -16,7 +16,7 @@ type QueueEntry struct {
 	Kind   string `json:"kind"`   // "lock", "read" or "write"
 	Seq    int64  `json:"seq"`    // sequence number: the queue order
 	Owner  string `json:"owner"`  // the owning client's WithOwner name
-	Token  int64  `json:"token"`  // czxid: the fencing token the holding has or will have
+	Token  int64  `json:"token"`  // the fencing token the holding has or will have
 	Holder bool   `json:"holder"` // holds the lock now (false: waiting)
 }
 
@@ -26,7 +26,7 @@ func (c *Client) Queue(ctx context.Context, path string) ([]QueueEntry, error) {
 	if err := validateLockPath(path); err != nil {
 		return nil, err
 	}
-	kids, err := c.children(ctx, path)
+	kids, dir, err := c.children(ctx, path)
 	if errors.Is(err, zk.ErrNoNode) {
 		return []QueueEntry{}, nil
 	}
@@ -49,7 +49,7 @@ func (c *Client) Queue(ctx context.Context, path string) ([]QueueEntry, error) {
 			return nil, fmt.Errorf("dlock: queue %s: %w", path, err)
 		}
 		live = append(live, n)
-		out = append(out, QueueEntry{Node: n.Name, Kind: string(n.Kind), Seq: n.Seq, Owner: string(node.data), Token: node.stat.Czxid})
+		out = append(out, QueueEntry{Node: n.Name, Kind: string(n.Kind), Seq: n.Seq, Owner: string(node.data), Token: fencingToken(dir, n)})
 	}
 	// Who holds is judged among the nodes still there when read: a holder that released while
 	// the queue was being read has handed the lock on.
