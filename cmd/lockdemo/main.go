@@ -1,7 +1,11 @@
 // Command lockdemo takes a dlock lock, holds it for a while and releases it, saying what happens
 // when. The tutorials run several at once to show readers sharing and writers waiting.
 //
-//	lockdemo [-zk-servers host:port,...] [-hold 2s] [-name reader-1] read|write|lock PATH
+//	lockdemo [-zk-servers host:port,...] [-hold 2s] [-name reader-1] [-reenter] read|write|lock PATH
+//
+// With -reenter it shows dlock's answer to reentrancy while it holds the lock: a call with the
+// lease's context re-enters at once, a call without it queues behind the holding like anyone
+// else's.
 package main
 
 import (
@@ -40,6 +44,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	hold := fs.Duration("hold", 2*time.Second, "how long to hold the lock")
 	name := fs.String("name", fmt.Sprintf("pid-%d", os.Getpid()), "name shown in the output and in the lock node")
 	wait := fs.Duration("timeout", time.Minute, "longest wait for the lock")
+	reenter := fs.Bool("reenter", false, "while holding, lock again with and without the lease's context")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -81,6 +86,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	say("holds the %s lock (token %d)", kind, lease.Token())
+	if *reenter {
+		if code := showReentrancy(ctx, c, kind, path, lease, say, stderr); code != 0 {
+			return code
+		}
+	}
 	select {
 	case <-time.After(*hold):
 	case <-lease.Lost():
@@ -93,6 +103,39 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	say("releases the %s lock", kind)
 	if err := lease.Unlock(context.WithoutCancel(ctx)); err != nil {
 		fmt.Fprintf(stderr, "lockdemo: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// showReentrancy locks the path again while lease holds it: through the lease's context, which
+// re-enters, and with a fresh context, which waits behind the holding until it gives up.
+func showReentrancy(ctx context.Context, c *dlock.Client, kind, path string, lease *dlock.Lease, say func(string, ...any), stderr io.Writer) int {
+	lock := dlock.NewMutex(c, path).Lock
+	if kind != "lock" {
+		lock = dlock.NewRWMutex(c, path).Lock
+	}
+	inner, err := lock(lease.Context())
+	if err != nil {
+		say("locks again with the lease's context: %v", err)
+	} else {
+		say("locks again with the lease's context: re-entered at once, same node %s, token %d", inner.Node()[strings.LastIndex(inner.Node(), "/")+1:], inner.Token())
+		if err := inner.Unlock(context.WithoutCancel(ctx)); err != nil {
+			fmt.Fprintf(stderr, "lockdemo: %v\n", err)
+			return 1
+		}
+		say("unlocks the inner lease: the node stays until the outer one is unlocked")
+	}
+	fresh, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	switch l, err := lock(fresh); {
+	case errors.Is(err, context.DeadlineExceeded):
+		say("locks again without it: waited behind its own holding, gave up after 500ms")
+	case err != nil:
+		say("locks again without it: %v", err)
+	default:
+		say("locks again without it: got it, which must never happen")
+		_ = l.Unlock(context.WithoutCancel(ctx))
 		return 1
 	}
 	return 0
