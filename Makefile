@@ -47,8 +47,9 @@ demo-up:
 demo-down:
 	scripts/demo.sh down .demo
 
-## bench: dlock against go-zookeeper's zk.Lock, 1, 3 and 30 contenders, side by side: a warm-up,
-## then BENCH_ROUNDS rounds that alternate the two, summed up by benchstat (raw lines in out/)
+## bench: dlock against go-zookeeper's zk.Lock, Curator's InterProcessMutex and kazoo's Lock, 1, 3
+## and 30 contenders, side by side: a warm-up, then BENCH_ROUNDS rounds that alternate the four,
+## summed up by benchstat (raw lines in out/)
 bench:
 	@mkdir -p out
 	$(SERVERS) run --no-ensemble -- scripts/bench.sh $(BENCH_ROUNDS) $(BENCHTIME) out/bench-mutex.txt

@@ -62,7 +62,7 @@ func TestBadInputIsRejectedAndChangesNothing(t *testing.T) {
 		{"negative stock", "PUT", "/admin/products/SKU-bad", `{"stock":-1}`, append(bearer, json...), 400, "invalid_request"},
 		{"stock as string", "PUT", "/admin/products/SKU-bad", `{"stock":"5"}`, append(bearer, json...), 400, "invalid_request"},
 		{"reset with bad SKU", "PUT", "/admin/products/SKU.bad", `{"stock":5}`, append(bearer, json...), 400, "invalid_request"},
-		{"unknown lock mode", "PUT", "/admin/lock-mode", `{"mode":"redis"}`, append(bearer, json...), 400, "invalid_request"},
+		{"unknown lock mode", "PUT", "/admin/lock-mode", `{"mode":"memcached"}`, append(bearer, json...), 400, "invalid_request"},
 		{"lock mode missing", "PUT", "/admin/lock-mode", `{}`, append(bearer, json...), 400, "invalid_request"},
 		{"lock mode unknown field", "PUT", "/admin/lock-mode", `{"mode":"zk","force":true}`, append(bearer, json...), 400, "invalid_request"},
 	}

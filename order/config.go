@@ -26,10 +26,13 @@ const (
 	ModeDBCAS       LockMode = "db-cas"       // one conditional UPDATE, no ZooKeeper
 	ModeDBLockTable LockMode = "db-locktable" // a lock row in table_locks with an expiry, no ZooKeeper
 	ModeZKBatch     LockMode = "zk-batch"     // purchases coalesced per replica, one lease per batch
+	ModeRedis       LockMode = "redis"        // go-redsync lock with a watchdog, unfenced deduction
+	ModeRedisFenced LockMode = "redis-fenced" // the Redis lock with a token issued with it, fenced deduction
 )
 
 // LockModes lists the modes in the order the docs show them.
-var LockModes = []LockMode{ModeZK, ModeZKUnfenced, ModeNone, ModeZKHerd, ModeDBForUpdate, ModeDBCAS, ModeDBLockTable, ModeZKBatch}
+var LockModes = []LockMode{ModeZK, ModeZKUnfenced, ModeNone, ModeZKHerd, ModeDBForUpdate, ModeDBCAS, ModeDBLockTable, ModeZKBatch,
+	ModeRedis, ModeRedisFenced}
 
 // ParseLockMode accepts one of LockModes.
 func ParseLockMode(s string) (LockMode, error) {
@@ -61,6 +64,8 @@ type Config struct {
 	WorkDelay        time.Duration
 	AdminToken       string
 	LogLevel         slog.Level
+	RedisAddr        string        // the Redis of the redis modes
+	RedisLockTTL     time.Duration // the Redis lock's expiry, extended every third of it while held
 }
 
 // LoadConfig reads flags, falling back to the environment, then to the defaults. A bad value is
@@ -86,6 +91,8 @@ func LoadConfig(args []string, getenv func(string) string, out io.Writer) (Confi
 		workDelay   = fs.String("work-delay", env("WORK_DELAY", "0"), "simulated work inside the critical section (WORK_DELAY)")
 		adminToken  = fs.String("admin-token", env("ADMIN_TOKEN", ""), "bearer token for /admin; empty disables it (ADMIN_TOKEN)")
 		logLevel    = fs.String("log-level", env("LOG_LEVEL", "info"), "debug, info, warn or error (LOG_LEVEL)")
+		redisAddr   = fs.String("redis-addr", env("REDIS_ADDR", "127.0.0.1:6379"), "Redis for the redis lock modes (REDIS_ADDR)")
+		redisTTL    = fs.String("redis-lock-ttl", env("REDIS_LOCK_TTL", "10s"), "Redis lock expiry, extended every third of it while held (REDIS_LOCK_TTL)")
 	)
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err
@@ -93,7 +100,7 @@ func LoadConfig(args []string, getenv func(string) string, out io.Writer) (Confi
 	if fs.NArg() > 0 {
 		return Config{}, fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
-	cfg := Config{HTTPAddr: *httpAddr, ReplicaID: *replica, MySQLDSN: *dsn, AdminToken: *adminToken}
+	cfg := Config{HTTPAddr: *httpAddr, ReplicaID: *replica, MySQLDSN: *dsn, AdminToken: *adminToken, RedisAddr: *redisAddr}
 	var err error
 	if cfg.LockMode, err = ParseLockMode(*lockMode); err != nil {
 		return Config{}, fmt.Errorf("LOCK_MODE: %w", err)
@@ -107,6 +114,7 @@ func LoadConfig(args []string, getenv func(string) string, out io.Writer) (Confi
 		{"ZK_SESSION_TIMEOUT", *zkSession, &cfg.ZKSessionTimeout, time.Second},
 		{"LOCK_TIMEOUT", *lockTimeout, &cfg.LockTimeout, time.Millisecond},
 		{"WORK_DELAY", *workDelay, &cfg.WorkDelay, 0},
+		{"REDIS_LOCK_TTL", *redisTTL, &cfg.RedisLockTTL, 30 * time.Millisecond},
 	} {
 		v, err := time.ParseDuration(d.val)
 		if err != nil || v < d.min {

@@ -40,7 +40,8 @@ func TestLoadConfigFlagsOverrideEnvironment(t *testing.T) {
 
 func TestLoadConfigRejectsBadValues(t *testing.T) {
 	for name, vars := range map[string]map[string]string{
-		"LOCK_MODE":          {"LOCK_MODE": "redis"},
+		"LOCK_MODE":          {"LOCK_MODE": "memcached"},
+		"REDIS_LOCK_TTL":     {"REDIS_LOCK_TTL": "5ms"},
 		"LOCK_TIMEOUT":       {"LOCK_TIMEOUT": "soon"},
 		"WORK_DELAY":         {"WORK_DELAY": "-1s"},
 		"ZK_SESSION_TIMEOUT": {"ZK_SESSION_TIMEOUT": "10ms"},

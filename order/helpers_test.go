@@ -16,7 +16,7 @@ import (
 	"github.com/zkstock/zkstock/inventory"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m, "ZK_SERVERS", "MYSQL_DSN") }
+func TestMain(m *testing.M) { testenv.Main(m, "ZK_SERVERS", "MYSQL_DSN", "REDIS_ADDR") }
 
 const adminToken = ordertest.AdminToken
 

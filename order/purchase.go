@@ -113,6 +113,8 @@ func (s *Server) sell(ctx context.Context, p inventory.Purchase, mode LockMode, 
 		return s.sellUnderTableLock(ctx, p, log)
 	case ModeZKBatch:
 		return s.sellBatched(ctx, p)
+	case ModeRedis, ModeRedisFenced:
+		return s.sellUnderRedisLock(ctx, p, mode == ModeRedisFenced, log)
 	}
 
 	lock := func(ctx context.Context) (heldLock, error) { return dlock.NewMutex(s.locks, lockPath(p.SKU)).Lock(ctx) }
@@ -144,6 +146,54 @@ func (s *Server) sell(ctx context.Context, p inventory.Purchase, mode LockMode, 
 		return err
 	})
 	return res, err
+}
+
+// sellUnderRedisLock is modes redis and redis-fenced: the Redis lock around the unfenced
+// deduction, or around the fenced one with the token Redis issued with the lock.
+func (s *Server) sellUnderRedisLock(ctx context.Context, p inventory.Purchase, fenced bool, log *slog.Logger) (inventory.Result, error) {
+	locks := s.redisLocks()
+	invMode := inventory.Unfenced
+	if fenced {
+		invMode = inventory.Fenced
+	}
+	var lease *redisLease
+	var res inventory.Result
+	err := s.withLock(ctx, log, func(lockCtx context.Context) (release, error) {
+		l, err := locks.lock(lockCtx, p.SKU, fenced)
+		if err != nil {
+			return nil, err
+		}
+		lease = l
+		return l.Unlock, nil
+	}, func() (err error) {
+		p.Token = lease.Token()
+		res, err = s.store.Deduct(ctx, p, invMode, inventory.Hooks{Work: s.work(lease), BeforeCommit: stillHeld(lease)})
+		return err
+	})
+	if fenced && errors.Is(err, inventory.ErrStaleToken) {
+		s.raiseRedisToken(ctx, p.SKU, log)
+	}
+	return res, err
+}
+
+// raiseRedisToken lifts the SKU's Redis token counter to the database's fence after the fence
+// refused a token: Redis lost its counter (a restart without persistence), and without this every
+// later holder would be refused too.
+func (s *Server) raiseRedisToken(ctx context.Context, sku string, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	defer cancel()
+	prod, err := s.store.Product(ctx, sku)
+	if err != nil {
+		log.Warn("read the fence to raise the Redis token counter", "sku", sku, "err", err)
+		return
+	}
+	raised, err := s.redisLocks().raiseTokenTo(ctx, sku, prod.FenceToken)
+	switch {
+	case err != nil:
+		log.Warn("raise the Redis token counter", "sku", sku, "err", err)
+	case raised:
+		log.Warn("Redis token counter was behind the database fence (Redis lost its data?): raised", "sku", sku, "fence", prod.FenceToken)
+	}
 }
 
 // tableLockTTL bounds how long a crashed holder of a table lock blocks the SKU.

@@ -55,7 +55,7 @@ func TestLockOffOversells(t *testing.T) {
 
 func TestLockOnIsExact(t *testing.T) {
 	for _, mode := range []order.LockMode{order.ModeZK, order.ModeZKUnfenced, order.ModeZKHerd,
-		order.ModeDBForUpdate, order.ModeDBCAS, order.ModeDBLockTable, order.ModeZKBatch} {
+		order.ModeDBForUpdate, order.ModeDBCAS, order.ModeDBLockTable, order.ModeZKBatch, order.ModeRedis, order.ModeRedisFenced} {
 		t.Run(string(mode), func(t *testing.T) {
 			rs := newCluster(t, 3, clusterOpts{Mode: mode, WorkDelay: 5 * time.Millisecond})
 			sku := "DEMO-" + string(mode)
@@ -82,7 +82,7 @@ func TestLockOnIsExact(t *testing.T) {
 				acquisitions += r.Srv.ZKStats().Acquisitions
 			}
 			switch {
-			case strings.HasPrefix(string(mode), "db-"):
+			case strings.HasPrefix(string(mode), "db-"), strings.HasPrefix(string(mode), "redis"):
 				if acquisitions != 0 {
 					t.Fatalf("%s took the ZooKeeper lock %d times", mode, acquisitions)
 				}

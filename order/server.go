@@ -51,6 +51,9 @@ type Server struct {
 
 	herdMu sync.Mutex
 	herd   *teaching.Client // mode zk-herd's session, opened on first use
+
+	redisOnce sync.Once
+	redis     *redisLocks // the redis modes' client, opened on first use
 }
 
 // herdClient is mode zk-herd's ZooKeeper session. The herd recipe is a teaching one, kept out of
@@ -68,13 +71,18 @@ func (s *Server) herdClient(ctx context.Context) (*teaching.Client, error) {
 	return s.herd, nil
 }
 
-// Close ends what the server opened itself: mode zk-herd's session, whose nodes go with it.
+// Close ends what the server opened itself: mode zk-herd's session, whose nodes go with it, and
+// the redis modes' client.
 func (s *Server) Close() {
 	s.herdMu.Lock()
-	defer s.herdMu.Unlock()
 	if s.herd != nil {
 		_ = s.herd.Close()
 		s.herd = nil
+	}
+	s.herdMu.Unlock()
+	s.redisOnce.Do(func() {}) // no client is opened after Close
+	if s.redis != nil {
+		_ = s.redis.client.Close()
 	}
 }
 

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Throwaway ZooKeeper and MariaDB servers on free loopback ports, for tests and the local demo.
+# Throwaway ZooKeeper, MariaDB and Redis servers on free loopback ports, for tests and the local demo.
 #
 #   scripts/servers.sh start DIR [--no-ensemble]   start servers, write DIR/env.sh
 #   scripts/servers.sh stop DIR                    stop them and remove DIR
 #   scripts/servers.sh run [--no-ensemble] -- CMD  start, run CMD with the servers' env, stop
 #   scripts/servers.sh stop-server SERVER_DIR      stop one server (a ZK_DIR, a peer of
-#                                                  ZK_ENSEMBLE_DIRS, or MYSQL_DIR) for fault tests
+#                                                  ZK_ENSEMBLE_DIRS, MYSQL_DIR or REDIS_DIR) for
+#                                                  fault tests
 #   scripts/servers.sh start-server SERVER_DIR     start it again on the same port and data
 #
 # DIR/env.sh exports:
@@ -14,9 +15,10 @@
 #                 that grants less than a client asks)
 #   ZK_ENSEMBLE   three ZooKeeper peers in one quorum, comma-separated client addresses
 #   MYSQL_DSN     root on a fresh MariaDB, database zkstock
-#   ZK_DIR, ZK_ENSEMBLE_DIRS, MYSQL_DIR, MYSQL_PORT  for tests that restart servers
+#   REDIS_ADDR    a Redis with persistence off (--save "" --appendonly no), as a cache usually runs
+#   ZK_DIR, ZK_ENSEMBLE_DIRS, MYSQL_DIR, MYSQL_PORT, REDIS_DIR  for tests that restart servers
 #
-# Missing Debian packages (zookeeper, mariadb-server, and the peer lock libraries
+# Missing Debian packages (zookeeper, mariadb-server, redis-server, and the peer lock libraries
 # libcurator-recipes-java and python3-kazoo) are installed first.
 set -euo pipefail
 
@@ -32,6 +34,7 @@ need_packages() {
 	[ -f /usr/share/java/zookeeper.jar ] || missing+=(zookeeper)
 	command -v mariadbd >/dev/null 2>&1 || command -v mysqld >/dev/null 2>&1 || missing+=(mariadb-server)
 	command -v java >/dev/null 2>&1 || missing+=(default-jre-headless)
+	command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 	# The peer libraries dlock is tested beside: Curator's jars (compiled against with javac) and
 	# kazoo for Debian's /usr/bin/python3.
 	[ -f /usr/share/java/curator-recipes.jar ] || missing+=(libcurator-recipes-java)
@@ -183,6 +186,33 @@ start_mysqld() {
 
 mysql_ok() { mariadb-admin --no-defaults -h127.0.0.1 -P"$1" -uroot ping; }
 
+start_redis() {
+	local dir=$1 port
+	port=$(free_port)
+	mkdir -p "$dir"
+	cat >"$dir/redis.conf" <<EOF
+port $port
+bind 127.0.0.1
+dir $dir
+save ""
+appendonly no
+daemonize no
+logfile $dir/server.log
+EOF
+	echo "$port" >"$dir/port"
+	start_redis_server "$dir"
+}
+
+# start_redis_server is also how a test restarts a stopped Redis on the same port (empty: no
+# persistence).
+start_redis_server() {
+	local dir=$1
+	(exec setsid redis-server "$dir/redis.conf" </dev/null >/dev/null 2>&1) &
+	echo $! >"$dir/pid"
+}
+
+redis_ok() { [ "$(redis-cli -h 127.0.0.1 -p "$1" ping 2>/dev/null)" = PONG ]; }
+
 cmd_start() {
 	local dir=$1 ensemble=1
 	shift
@@ -193,12 +223,15 @@ cmd_start() {
 	start_zk_standalone "$dir/zk"
 	[ $ensemble -eq 1 ] && start_zk_ensemble "$dir/ensemble"
 	start_mysql "$dir/mysql"
+	start_redis "$dir/redis"
 
-	local zkport myport
+	local zkport myport redisport
 	zkport=$(cat "$dir/zk/port")
 	myport=$(cat "$dir/mysql/port")
+	redisport=$(cat "$dir/redis/port")
 	wait_for 60 "ZooKeeper on 127.0.0.1:$zkport" zk_ok "$zkport" || { tail -20 "$dir/zk/server.log" >&2; die "ZooKeeper did not start"; }
 	wait_for 60 "MariaDB on 127.0.0.1:$myport" mysql_ok "$myport" || { tail -20 "$dir/mysql/server.log" >&2; die "MariaDB did not start"; }
+	wait_for 30 "Redis on 127.0.0.1:$redisport" redis_ok "$redisport" || { tail -20 "$dir/redis/server.log" >&2; die "Redis did not start"; }
 	mariadb --no-defaults -h127.0.0.1 -P"$myport" -uroot -e 'CREATE DATABASE IF NOT EXISTS zkstock'
 
 	local ens="" ensdirs=""
@@ -224,6 +257,8 @@ export ZK_ENSEMBLE_DIRS=$ensdirs
 export MYSQL_DSN='root@tcp(127.0.0.1:$myport)/zkstock?parseTime=true'
 export MYSQL_DIR=$dir/mysql
 export MYSQL_PORT=$myport
+export REDIS_ADDR=127.0.0.1:$redisport
+export REDIS_DIR=$dir/redis
 export ZKSTOCK_SERVERS_DIR=$dir
 EOF
 	log "env in $dir/env.sh"
@@ -278,6 +313,8 @@ start-server)
 		start_java "$2" "$(cat "$2/main")" "$2/zoo.cfg"
 	elif [ -f "$2/my.cnf" ]; then
 		start_mysqld "$2"
+	elif [ -f "$2/redis.conf" ]; then
+		start_redis_server "$2"
 	else
 		die "start-server: $2 is not a server directory of this script"
 	fi

@@ -88,7 +88,7 @@ func Start(t testing.TB, n int, o Options) []*Replica {
 		}
 		t.Cleanup(func() { _ = locks.Close() })
 		cfg := order.Config{ReplicaID: name, LockMode: o.Mode, LockTimeout: o.LockTimeout, WorkDelay: o.WorkDelay, AdminToken: token,
-			ZKServers: o.ZKServers, ZKSessionTimeout: 10 * time.Second}
+			ZKServers: o.ZKServers, ZKSessionTimeout: 10 * time.Second, RedisAddr: os.Getenv("REDIS_ADDR"), RedisLockTTL: 3 * time.Second}
 		srv, err := order.New(cfg, store, locks, logger())
 		if err != nil {
 			t.Fatal(err)

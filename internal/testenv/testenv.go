@@ -1,4 +1,5 @@
-// Package testenv hands tests the addresses of the real servers that scripts/servers.sh started.
+// Package testenv hands tests the addresses of the real servers that scripts/servers.sh started:
+// ZooKeeper, MariaDB and Redis.
 //
 // Tests never start servers themselves: `make test` provisions them once for every package and
 // exports ZK_SERVERS, ZK_ENSEMBLE and MYSQL_DSN. Without them a test skips with a hint, except
@@ -46,6 +47,9 @@ func ZKServers(t testing.TB) []string { return list(t, "ZK_SERVERS") }
 
 // ZKEnsemble is the three-peer ZooKeeper quorum.
 func ZKEnsemble(t testing.TB) []string { return list(t, "ZK_ENSEMBLE") }
+
+// RedisAddr is the Redis (persistence off) of the redis lock modes.
+func RedisAddr(t testing.TB) string { return value(t, "REDIS_ADDR") }
 
 // MySQLDSN is the MariaDB DSN of the database zkstock.
 func MySQLDSN(t testing.TB) string { return value(t, "MYSQL_DSN") }

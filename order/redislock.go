@@ -1,0 +1,208 @@
+package order
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/go-redsync/redsync/v4"
+	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
+	"github.com/redis/go-redis/v9"
+)
+
+// The Redis locks of modes redis and redis-fenced: the lock Go services usually pick, go-redsync
+// (SET NX PX with a random value; extend and unlock by compare-and-set scripts), held by a
+// watchdog that extends it every third of its expiry (Redisson's pattern). Redis polls: a waiter
+// retries after a random delay, so there is no queue and no order.
+
+// redisKeyPrefix namespaces the keys: the lock is lockKey(sku), its token counter tokenKey(sku).
+const redisKeyPrefix = "zkstock:lock:sku:"
+
+func lockKey(sku string) string  { return redisKeyPrefix + sku }
+func tokenKey(sku string) string { return redisKeyPrefix + sku + ":token" }
+
+// acquireWithToken sets the lock only if it is free and, in the same script, increments the SKU's
+// token counter: a token taken by a separate INCR after acquiring would let a holder that paused
+// in between come back with a newer token than its successor's.
+var acquireWithToken = redis.NewScript(`
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+	return redis.call('INCR', KEYS[2])
+end
+return 0`)
+
+// raiseToken lifts the counter to at least ARGV[1]. After Redis lost its data (a restart with
+// persistence off) the counter starts again from zero and the database fence refuses every new
+// token; raised to the highest token the database has seen, the next holders are accepted again,
+// while every holder from before the restart still carries a token at most that high.
+var raiseToken = redis.NewScript(`
+local current = tonumber(redis.call('GET', KEYS[1]) or '0')
+if current < tonumber(ARGV[1]) then
+	redis.call('SET', KEYS[1], ARGV[1])
+	return 1
+end
+return 0`)
+
+// redisLocks is one replica's connection to Redis for the redis modes, opened on first use.
+type redisLocks struct {
+	client *redis.Client
+	rs     *redsync.Redsync
+	ttl    time.Duration
+}
+
+func (s *Server) redisLocks() *redisLocks {
+	s.redisOnce.Do(func() {
+		c := redis.NewClient(&redis.Options{Addr: s.cfg.RedisAddr, DialTimeout: time.Second,
+			ReadTimeout: time.Second, WriteTimeout: time.Second, MaxRetries: -1})
+		ttl := s.cfg.RedisLockTTL
+		if ttl <= 0 {
+			ttl = 10 * time.Second
+		}
+		s.redis = &redisLocks{client: c, rs: redsync.New(goredis.NewPool(c)), ttl: ttl}
+	})
+	return s.redis
+}
+
+// retryDelay is redsync's own: a random 50 to 250 ms between tries.
+func retryDelay(int) time.Duration { return time.Duration(50+rand.IntN(200)) * time.Millisecond }
+
+// lock takes the SKU's Redis lock, fenced (with a token from the counter) or not, waiting until
+// ctx ends; the watchdog then keeps it until Unlock, or until an extension fails.
+func (r *redisLocks) lock(ctx context.Context, sku string, fenced bool) (*redisLease, error) {
+	opts := []redsync.Option{redsync.WithExpiry(r.ttl), redsync.WithTries(math.MaxInt32), redsync.WithRetryDelayFunc(retryDelay)}
+	var token int64
+	if fenced {
+		value, err := randomValue()
+		if err != nil {
+			return nil, err
+		}
+		if token, err = r.acquireFenced(ctx, sku, value); err != nil {
+			return nil, err
+		}
+		opts = append(opts, redsync.WithValue(value))
+	}
+	m := r.rs.NewMutex(lockKey(sku), opts...)
+	if !fenced {
+		if err := m.LockContext(ctx); err != nil {
+			return nil, fmt.Errorf("redis lock %s: %w", sku, err)
+		}
+	}
+	return newRedisLease(m, r.ttl, token), nil
+}
+
+// acquireFenced polls acquireWithToken as redsync polls SET NX.
+func (r *redisLocks) acquireFenced(ctx context.Context, sku, value string) (int64, error) {
+	for try := 0; ; try++ {
+		token, err := acquireWithToken.Run(ctx, r.client, []string{lockKey(sku), tokenKey(sku)}, value, r.ttl.Milliseconds()).Int64()
+		switch {
+		case err != nil:
+			return 0, fmt.Errorf("redis lock %s: %w", sku, err)
+		case token > 0:
+			return token, nil
+		}
+		t := time.NewTimer(retryDelay(try))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return 0, fmt.Errorf("redis lock %s: %w", sku, ctx.Err())
+		}
+	}
+}
+
+// raiseTokenTo lifts the SKU's token counter to the database's fence (see raiseToken).
+func (r *redisLocks) raiseTokenTo(ctx context.Context, sku string, fence int64) (bool, error) {
+	n, err := raiseToken.Run(ctx, r.client, []string{tokenKey(sku)}, fence).Int()
+	return n == 1, err
+}
+
+// randomValue names one holding, as redsync's own values do: only its holder can extend or
+// delete the lock.
+func randomValue() (string, error) {
+	var b [16]byte
+	if _, err := crand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("redis lock value: %w", err)
+	}
+	return hex.EncodeToString(b[:]), nil
+}
+
+var errRedisLockExpired = errors.New("the Redis lock could not be extended: it may have expired")
+
+// redisLease is one holding of a Redis lock, kept alive by its watchdog.
+type redisLease struct {
+	m      *redsync.Mutex
+	token  int64
+	lost   chan struct{}
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	stop   chan struct{}
+
+	once     sync.Once
+	lostOnce sync.Once
+	err      error
+}
+
+func newRedisLease(m *redsync.Mutex, ttl time.Duration, token int64) *redisLease {
+	l := &redisLease{m: m, token: token, lost: make(chan struct{}), stop: make(chan struct{})}
+	l.ctx, l.cancel = context.WithCancelCause(context.Background())
+	go l.watchdog(ttl)
+	return l
+}
+
+// watchdog extends the lock every third of its expiry. It runs in the holder's process: a paused
+// process pauses its watchdog too, and the lock expires under it.
+func (l *redisLease) watchdog(ttl time.Duration) {
+	t := time.NewTicker(ttl / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.stop:
+			return
+		case <-t.C:
+			ctx, cancel := context.WithTimeout(context.Background(), ttl/3)
+			ok, err := l.m.ExtendContext(ctx)
+			cancel()
+			if !ok || err != nil {
+				l.markLost(fmt.Errorf("%w (%v)", errRedisLockExpired, err))
+				return
+			}
+		}
+	}
+}
+
+func (l *redisLease) markLost(err error) {
+	l.lostOnce.Do(func() {
+		close(l.lost)
+		l.cancel(err)
+	})
+}
+
+// Token is the fencing token issued with the lock (redis-fenced), 0 for the unfenced lock.
+func (l *redisLease) Token() int64 { return l.token }
+
+// Lost closes when the watchdog fails to extend the lock.
+func (l *redisLease) Lost() <-chan struct{} { return l.lost }
+
+// Context is cancelled when the lock is lost or released.
+func (l *redisLease) Context() context.Context { return l.ctx }
+
+// Unlock stops the watchdog and deletes the lock if it is still ours.
+func (l *redisLease) Unlock(ctx context.Context) error {
+	l.once.Do(func() {
+		close(l.stop)
+		ok, err := l.m.UnlockContext(ctx)
+		switch {
+		case err != nil:
+			l.err = fmt.Errorf("redis unlock: %w", err)
+		case !ok:
+			l.err = errRedisLockExpired
+		}
+		l.cancel(errors.New("unlocked"))
+	})
+	return l.err
+}
