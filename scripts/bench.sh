@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scripts/bench.sh ROUNDS BENCHTIME OUT: BenchmarkMutex once to warm ZooKeeper's JVM up (its output
-# dropped), then ROUNDS times, each run of dlock next to runs of zk.Lock, Curator and kazoo, so that drift over the
-# minutes the rounds take (JIT, GC, the other core's load) falls on both alike. Run it under
+# dropped), then ROUNDS times, each run of dlock next to runs of zk.Lock, Curator and kazoo, so
+# that drift over the minutes the rounds take (JIT, GC, the other core's load) falls on all alike.
+# Run it under
 # scripts/servers.sh, which provides ZK_SERVERS.
 set -euo pipefail
 rounds=${1:?usage: bench.sh ROUNDS BENCHTIME OUT}

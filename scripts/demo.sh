@@ -50,6 +50,7 @@ cmd_up() {
 	if [ -n "${ZK_SERVERS:-}" ] && [ -n "${MYSQL_DSN:-}" ]; then
 		log "using the servers in ZK_SERVERS and MYSQL_DSN"
 		printf 'export ZK_SERVERS=%q\nexport MYSQL_DSN=%q\n' "$ZK_SERVERS" "$MYSQL_DSN" >"$dir/servers.env"
+		[ -z "${REDIS_ADDR:-}" ] || printf 'export REDIS_ADDR=%q\n' "$REDIS_ADDR" >>"$dir/servers.env"
 	else
 		"$ROOT/scripts/servers.sh" start "$dir/servers" --no-ensemble
 		cp "$dir/servers/env.sh" "$dir/servers.env"

@@ -3,6 +3,7 @@
 package ordertest
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -38,6 +39,7 @@ type Options struct {
 	ZKServers   []string      // default the test ZooKeeper
 	AdminToken  *string       // default AdminToken
 	DSN         string        // default a fresh database
+	RedisAddr   string        // default $REDIS_ADDR
 	// Wrap, if set, wraps each replica's handler (to make a replica misbehave on purpose).
 	Wrap func(http.Handler) http.Handler
 }
@@ -88,7 +90,7 @@ func Start(t testing.TB, n int, o Options) []*Replica {
 		}
 		t.Cleanup(func() { _ = locks.Close() })
 		cfg := order.Config{ReplicaID: name, LockMode: o.Mode, LockTimeout: o.LockTimeout, WorkDelay: o.WorkDelay, AdminToken: token,
-			ZKServers: o.ZKServers, ZKSessionTimeout: 10 * time.Second, RedisAddr: os.Getenv("REDIS_ADDR"), RedisLockTTL: 3 * time.Second}
+			ZKServers: o.ZKServers, ZKSessionTimeout: 10 * time.Second, RedisAddr: cmp.Or(o.RedisAddr, os.Getenv("REDIS_ADDR")), RedisLockTTL: 3 * time.Second}
 		srv, err := order.New(cfg, store, locks, logger())
 		if err != nil {
 			t.Fatal(err)

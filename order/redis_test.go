@@ -1,0 +1,103 @@
+package order_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/zkstock/zkstock/internal/testenv"
+	"github.com/zkstock/zkstock/order"
+)
+
+// Redis with persistence off forgets its token counter when it restarts: the counter starts again
+// from zero and the database fence refuses every token it hands out. The first refused purchase
+// raises the counter to the fence; sales resume, and no token ever goes below one the fence saw.
+func TestRedisFencedRecoversFromALostCounter(t *testing.T) {
+	rdb := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr(t)})
+	t.Cleanup(func() { _ = rdb.Close() })
+	rs := newCluster(t, 2, clusterOpts{Mode: order.ModeRedisFenced})
+	sku := "REDIS-RESTART"
+	resetStock(t, rs[0], sku, 100)
+	for i := range 5 {
+		if r := buy(t, rs[i%2], sku, 1, fmt.Sprintf("before-%d", i)); r.status != 201 {
+			t.Fatalf("purchase before the loss: %d %s", r.status, r.raw)
+		}
+	}
+	tokenKey := "zkstock:lock:sku:" + sku + ":token"
+	ctx := context.Background()
+	before, err := rdb.Get(ctx, tokenKey).Int64()
+	if err != nil || before < 5 {
+		t.Fatalf("token counter %d (%v): want one token per purchase", before, err)
+	}
+	// What a restart without persistence leaves: no lock, no counter.
+	if err := rdb.Del(ctx, tokenKey, "zkstock:lock:sku:"+sku).Err(); err != nil {
+		t.Fatal(err)
+	}
+	refused := 0
+	for i := range 5 {
+		r := buy(t, rs[i%2], sku, 1, fmt.Sprintf("after-%d", i))
+		switch {
+		case r.status == 503 && r.code() == "stale_token":
+			refused++
+		case r.status != 201:
+			t.Fatalf("purchase after the loss: %d %s", r.status, r.raw)
+		}
+	}
+	if refused != 1 {
+		t.Fatalf("%d purchases refused after the counter was lost, want exactly the first", refused)
+	}
+	after, err := rdb.Get(ctx, tokenKey).Int64()
+	if err != nil || after <= before {
+		t.Fatalf("counter %d after recovery (%v): want above the %d the fence had seen", after, err, before)
+	}
+	a := auditOf(t, rs[0], sku)
+	if a.Orders != 9 || a.Stock != 91 || a.Oversold != 0 || a.LostUpdates != 0 {
+		t.Fatalf("audit %+v: want 9 orders and stock 91", a)
+	}
+}
+
+// The watchdog keeps a lock held past its expiry: a purchase whose work takes longer than the TTL
+// still commits, and nobody else gets in meanwhile.
+func TestRedisWatchdogExtendsTheLock(t *testing.T) {
+	rdb := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr(t)})
+	t.Cleanup(func() { _ = rdb.Close() })
+	for _, mode := range []order.LockMode{order.ModeRedis, order.ModeRedisFenced} {
+		t.Run(string(mode), func(t *testing.T) {
+			rs := newCluster(t, 1, clusterOpts{Mode: mode, WorkDelay: 5 * time.Second}) // TTL 3 s in tests
+			sku := "REDIS-WATCHDOG-" + string(mode)
+			resetStock(t, rs[0], sku, 10)
+			done := make(chan reply, 1)
+			go func() { done <- buy(t, rs[0], sku, 1, "long-"+string(mode)) }()
+			time.Sleep(4 * time.Second) // past the 3 s expiry
+			ttl, err := rdb.PTTL(context.Background(), "zkstock:lock:sku:"+sku).Result()
+			if err != nil || ttl <= 0 {
+				t.Fatalf("lock key's expiry %v (%v) after 4 s: the watchdog did not extend it", ttl, err)
+			}
+			if r := <-done; r.status != 201 {
+				t.Fatalf("the long purchase: %d %s", r.status, r.raw)
+			}
+		})
+	}
+}
+
+// Without Redis the Redis modes sell nothing: every purchase answers 503 lock_unavailable.
+func TestRedisDownSellsNothing(t *testing.T) {
+	for _, mode := range []order.LockMode{order.ModeRedis, order.ModeRedisFenced} {
+		t.Run(string(mode), func(t *testing.T) {
+			rs := newCluster(t, 1, clusterOpts{Mode: mode, RedisAddr: "127.0.0.1:1", LockTimeout: 2 * time.Second})
+			sku := "REDIS-DOWN-" + string(mode)
+			resetStock(t, rs[0], sku, 10)
+			for i := range 3 {
+				if r := buy(t, rs[0], sku, 1, fmt.Sprintf("down-%s-%d", mode, i)); r.status != 503 || r.code() != "lock_unavailable" {
+					t.Fatalf("purchase without Redis: %d %s, want 503 lock_unavailable", r.status, r.raw)
+				}
+			}
+			if a := auditOf(t, rs[0], sku); a.Orders != 0 || a.Stock != 10 {
+				t.Fatalf("audit %+v: something was sold without a lock", a)
+			}
+		})
+	}
+}
