@@ -42,7 +42,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "build orderd: %v\n%s", err, out)
 		os.Exit(1)
 	}
-	testenv.Require("ZK_SERVERS", "ZK_ENSEMBLE", "ZK_ENSEMBLE_DIRS", "MYSQL_DSN", "MYSQL_DIR")
+	testenv.Require("ZK_SERVERS", "ZK_ENSEMBLE", "ZK_ENSEMBLE_DIRS", "MYSQL_DSN", "MYSQL_DIR", "REDIS_ADDR", "REDIS_DIR")
 	code := m.Run()
 	os.RemoveAll(dir)
 	writeReliabilityTable()

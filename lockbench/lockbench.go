@@ -1,6 +1,6 @@
-// Package lockbench measures the ZooKeeper lock recipes side by side: dlock's fair Mutex, the
-// teaching variants (spin, node-watch, herd) and go-zookeeper's zk.Lock, each with n contenders in
-// n separate sessions. It talks to ZooKeeper only.
+// Package lockbench measures the lock recipes side by side: dlock's fair Mutex, the teaching
+// variants (spin, node-watch, herd), go-zookeeper's zk.Lock, and the Redis lock (go-redsync), each
+// with n contenders in n separate sessions or connections. It talks to ZooKeeper and Redis only.
 package lockbench
 
 import (
@@ -22,11 +22,12 @@ import (
 )
 
 // Variants are the recipes this package knows, in the order reports show them.
-var Variants = []string{"spin", "node-watch", "herd", "fair", "zklock"}
+var Variants = []string{"spin", "node-watch", "herd", "fair", "zklock", "redis"}
 
 // Config is one comparison.
 type Config struct {
 	Servers      []string
+	RedisAddr    string // for the redis variant
 	Variants     []string
 	Contenders   []int
 	Acquisitions int           // per variant and contender count
@@ -44,7 +45,9 @@ type Row struct {
 	WakeupsPerAcq float64 `json:"wakeups_per_acq"` // -1: not counted (zk.Lock)
 	WaitP50       float64 `json:"wait_p50_ms"`
 	WaitP99       float64 `json:"wait_p99_ms"`
-	Displacement  float64 `json:"mean_displacement"` // how far acquisition order strays from request order
+	Displacement  float64 `json:"mean_displacement"`  // how far acquisition order strays from request order
+	WaitMax       float64 `json:"wait_max_ms"`        // the longest any contender waited
+	RedisCmdsAcq  float64 `json:"redis_cmds_per_acq"` // -1: not Redis
 }
 
 // Validate names the first bad setting as its flag.
@@ -60,6 +63,9 @@ func (c Config) Validate() error {
 	}
 	if len(c.Variants) == 0 {
 		errs = append(errs, errors.New("-variants: name at least one"))
+	}
+	if contains(c.Variants, "redis") && c.RedisAddr == "" {
+		errs = append(errs, errors.New("-redis-addr: the redis variant needs a Redis"))
 	}
 	if len(c.Contenders) == 0 {
 		errs = append(errs, errors.New("-contenders: name at least one count"))
@@ -91,7 +97,11 @@ type contender struct {
 	close func()
 }
 
-func newContender(ctx context.Context, variant string, servers []string, path string) (*contender, error) {
+func newContender(ctx context.Context, variant string, cfg Config, path string) (*contender, error) {
+	servers := cfg.Servers
+	if variant == "redis" {
+		return newRedisContender(cfg.RedisAddr, path), nil
+	}
 	if variant == "zklock" {
 		conn, _, err := zk.Connect(servers, 10*time.Second, zk.WithLogInfo(false), zk.WithLogger(quiet{}))
 		if err != nil {
@@ -192,7 +202,7 @@ func runOne(ctx context.Context, cfg Config, variant string, n int) (Row, error)
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			c, err := newContender(ctx, variant, cfg.Servers, path)
+			c, err := newContender(ctx, variant, cfg, path)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -214,6 +224,13 @@ func runOne(ctx context.Context, cfg Config, variant string, n int) (Row, error)
 		return Row{}, cerr
 	}
 
+	var redisBefore int64
+	if variant == "redis" {
+		var err error
+		if redisBefore, err = redisCommands(ctx, cfg.RedisAddr); err != nil {
+			return Row{}, err
+		}
+	}
 	var issued, requests, acquired atomic.Int64
 	var displacement atomic.Int64
 	hist := hdrhistogram.New(1, int64(10*time.Minute/time.Microsecond), 3)
@@ -262,9 +279,16 @@ func runOne(ctx context.Context, cfg Config, variant string, n int) (Row, error)
 	}
 	total := acquired.Load()
 	row := Row{Variant: variant, Contenders: n, Acquisitions: int(total), AcqPerSec: float64(total) / elapsed.Seconds(),
-		OpsPerAcq: -1, WakeupsPerAcq: -1,
+		OpsPerAcq: -1, WakeupsPerAcq: -1, RedisCmdsAcq: -1,
 		WaitP50: float64(hist.ValueAtQuantile(50)) / 1000, WaitP99: float64(hist.ValueAtQuantile(99)) / 1000,
-		Displacement: float64(displacement.Load()) / float64(total)}
+		WaitMax: float64(hist.Max()) / 1000, Displacement: float64(displacement.Load()) / float64(total)}
+	if variant == "redis" {
+		after, err := redisCommands(ctx, cfg.RedisAddr)
+		if err != nil {
+			return Row{}, err
+		}
+		row.RedisCmdsAcq = float64(after-redisBefore) / float64(total)
+	}
 	if cs[0].stats != nil {
 		var ops, wakeups int64
 		for _, c := range cs {
@@ -278,7 +302,8 @@ func runOne(ctx context.Context, cfg Config, variant string, n int) (Row, error)
 	return row, nil
 }
 
-var header = []string{"variant", "contenders", "acq/s", "ZK ops/acq", "wake-ups/acq", "wait p50 ms", "wait p99 ms", "displacement"}
+var header = []string{"variant", "contenders", "acq/s", "ZK ops/acq", "wake-ups/acq", "wait p50 ms", "wait p99 ms", "displacement",
+	"wait max ms", "Redis cmds/acq"}
 
 func (r Row) cells() []string {
 	f := func(v float64) string {
@@ -288,7 +313,8 @@ func (r Row) cells() []string {
 		return fmt.Sprintf("%.2f", v)
 	}
 	return []string{r.Variant, fmt.Sprint(r.Contenders), fmt.Sprintf("%.0f", r.AcqPerSec), f(r.OpsPerAcq), f(r.WakeupsPerAcq),
-		fmt.Sprintf("%.1f", r.WaitP50), fmt.Sprintf("%.1f", r.WaitP99), fmt.Sprintf("%.2f", r.Displacement)}
+		fmt.Sprintf("%.1f", r.WaitP50), fmt.Sprintf("%.1f", r.WaitP99), fmt.Sprintf("%.2f", r.Displacement),
+		fmt.Sprintf("%.1f", r.WaitMax), f(r.RedisCmdsAcq)}
 }
 
 // WriteTable prints the rows aligned.

@@ -19,16 +19,21 @@ func runLocks(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs := flag.NewFlagSet("loadtest locks", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: loadtest locks [flags]\n\nMeasures the ZooKeeper lock recipes side by side, each contender in its own session.\n\nflags:")
+		fmt.Fprintln(stderr, "usage: loadtest locks [flags]\n\nMeasures the lock recipes side by side, each contender in its own ZooKeeper session or Redis connection.\n\nflags:")
 		fs.PrintDefaults()
 	}
 	servers := os.Getenv("ZK_SERVERS")
 	if servers == "" {
 		servers = "127.0.0.1:2181"
 	}
+	redisAddr := os.Getenv("REDIS_ADDR")
+	if redisAddr == "" {
+		redisAddr = "127.0.0.1:6379"
+	}
 	var (
 		zkServers    = fs.String("zk-servers", servers, "comma-separated ZooKeeper servers (default $ZK_SERVERS or 127.0.0.1:2181)")
-		variants     = fs.String("variants", "spin,node-watch,herd,fair,zklock", "recipes to compare: spin, node-watch, herd, fair (dlock.Mutex), zklock (go-zookeeper)")
+		redis        = fs.String("redis-addr", redisAddr, "Redis for the redis variant (default $REDIS_ADDR or 127.0.0.1:6379)")
+		variants     = fs.String("variants", "spin,node-watch,herd,fair,zklock", "recipes to compare: spin, node-watch, herd, fair (dlock.Mutex), zklock (go-zookeeper), redis (go-redsync)")
 		contenders   = fs.String("contenders", "1,10,50,100", "comma-separated numbers of contenders")
 		acquisitions = fs.Int("acquisitions", 300, "acquisitions per recipe and contender count")
 		hold         = fs.Duration("hold", 0, "time inside the critical section")
@@ -41,7 +46,7 @@ func runLocks(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		}
 		return 2
 	}
-	cfg := lockbench.Config{Servers: loadtest.SplitList(*zkServers), Variants: loadtest.SplitList(*variants),
+	cfg := lockbench.Config{Servers: loadtest.SplitList(*zkServers), RedisAddr: *redis, Variants: loadtest.SplitList(*variants),
 		Acquisitions: *acquisitions, Hold: *hold, Timeout: 10 * time.Minute}
 	for _, s := range loadtest.SplitList(*contenders) {
 		n, err := strconv.Atoi(s)

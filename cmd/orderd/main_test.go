@@ -48,7 +48,7 @@ func freeAddr(t *testing.T) string {
 
 func TestUsageOnBadFlag(t *testing.T) {
 	bin := buildOrderd(t)
-	out, err := exec.Command(bin, "-lock-mode", "redis").CombinedOutput()
+	out, err := exec.Command(bin, "-lock-mode", "memcached").CombinedOutput()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 {
 		t.Fatalf("exit %v, want 2", err)
 	}
