@@ -23,9 +23,10 @@ type Config struct {
 	Timeout     time.Duration // per request
 }
 
-// LockedModes are the modes that must keep the stock exact.
+// LockedModes are the modes that must keep the stock exact (under faults the unfenced ones may
+// not; under the load generator's load, every one of them must).
 var LockedModes = map[string]bool{"zk": true, "zk-unfenced": true, "zk-herd": true,
-	"db-forupdate": true, "db-cas": true, "db-locktable": true, "zk-batch": true}
+	"db-forupdate": true, "db-cas": true, "db-locktable": true, "zk-batch": true, "redis": true, "redis-fenced": true}
 
 // Validate reports the first bad setting, named as its flag.
 func (c Config) Validate() error {
