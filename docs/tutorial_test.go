@@ -17,7 +17,7 @@ import (
 	"github.com/zkstock/zkstock/internal/testenv"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m, "ZK_SERVERS", "MYSQL_DSN") }
+func TestMain(m *testing.M) { testenv.Main(m, "ZK_SERVERS", "MYSQL_DSN", "REDIS_ADDR") }
 
 // step is one runnable block of a page: a ```sh block after <!-- run -->, and the
 // <!-- expect: REGEXP --> lines after it.
