@@ -149,8 +149,19 @@ func (s *Server) sell(ctx context.Context, p inventory.Purchase, mode LockMode, 
 }
 
 // sellUnderRedisLock is modes redis and redis-fenced: the Redis lock around the unfenced
-// deduction, or around the fenced one with the token Redis issued with the lock.
+// deduction, or around the fenced one with the token Redis issued with the lock. When the fence
+// refuses a Redis token, Redis's counter is behind the database (Redis lost it in a restart, or
+// the SKU was sold under other tokens before): the refusal wrote nothing, so the purchase raises
+// the counter to the fence and tries once more with a new lock and a new token.
 func (s *Server) sellUnderRedisLock(ctx context.Context, p inventory.Purchase, fenced bool, log *slog.Logger) (inventory.Result, error) {
+	res, err := s.sellUnderRedisLockOnce(ctx, p, fenced, log)
+	if fenced && errors.Is(err, inventory.ErrStaleToken) && s.raiseRedisToken(ctx, p.SKU, log) {
+		res, err = s.sellUnderRedisLockOnce(ctx, p, fenced, log)
+	}
+	return res, err
+}
+
+func (s *Server) sellUnderRedisLockOnce(ctx context.Context, p inventory.Purchase, fenced bool, log *slog.Logger) (inventory.Result, error) {
 	locks := s.redisLocks()
 	invMode := inventory.Unfenced
 	if fenced {
@@ -170,30 +181,28 @@ func (s *Server) sellUnderRedisLock(ctx context.Context, p inventory.Purchase, f
 		res, err = s.store.Deduct(ctx, p, invMode, inventory.Hooks{Work: s.work(lease), BeforeCommit: stillHeld(lease)})
 		return err
 	})
-	if fenced && errors.Is(err, inventory.ErrStaleToken) {
-		s.raiseRedisToken(ctx, p.SKU, log)
-	}
 	return res, err
 }
 
 // raiseRedisToken lifts the SKU's Redis token counter to the database's fence after the fence
-// refused a token: Redis lost its counter (a restart without persistence), and without this every
-// later holder would be refused too.
-func (s *Server) raiseRedisToken(ctx context.Context, sku string, log *slog.Logger) {
+// refused a token, and says whether it did: without it every later holder would be refused too.
+func (s *Server) raiseRedisToken(ctx context.Context, sku string, log *slog.Logger) bool {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
 	prod, err := s.store.Product(ctx, sku)
 	if err != nil {
 		log.Warn("read the fence to raise the Redis token counter", "sku", sku, "err", err)
-		return
+		return false
 	}
 	raised, err := s.redisLocks().raiseTokenTo(ctx, sku, prod.FenceToken)
 	switch {
 	case err != nil:
 		log.Warn("raise the Redis token counter", "sku", sku, "err", err)
+		return false
 	case raised:
-		log.Warn("Redis token counter was behind the database fence (Redis lost its data?): raised", "sku", sku, "fence", prod.FenceToken)
+		log.Warn("Redis token counter was behind the database fence: raised", "sku", sku, "fence", prod.FenceToken)
 	}
+	return true
 }
 
 // tableLockTTL bounds how long a crashed holder of a table lock blocks the SKU.

@@ -13,8 +13,9 @@ import (
 )
 
 // Redis with persistence off forgets its token counter when it restarts: the counter starts again
-// from zero and the database fence refuses every token it hands out. The first refused purchase
-// raises the counter to the fence; sales resume, and no token ever goes below one the fence saw.
+// from zero and the database fence refuses every token it hands out. The refused purchase, which
+// wrote nothing, raises the counter to the fence and tries again: sales go on, and no accepted
+// token is ever below one the fence saw.
 func TestRedisFencedRecoversFromALostCounter(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr(t)})
 	t.Cleanup(func() { _ = rdb.Close() })
@@ -36,26 +37,18 @@ func TestRedisFencedRecoversFromALostCounter(t *testing.T) {
 	if err := rdb.Del(ctx, tokenKey, "zkstock:lock:sku:"+sku).Err(); err != nil {
 		t.Fatal(err)
 	}
-	refused := 0
 	for i := range 5 {
-		r := buy(t, rs[i%2], sku, 1, fmt.Sprintf("after-%d", i))
-		switch {
-		case r.status == 503 && r.code() == "stale_token":
-			refused++
-		case r.status != 201:
+		if r := buy(t, rs[i%2], sku, 1, fmt.Sprintf("after-%d", i)); r.status != 201 {
 			t.Fatalf("purchase after the loss: %d %s", r.status, r.raw)
 		}
-	}
-	if refused != 1 {
-		t.Fatalf("%d purchases refused after the counter was lost, want exactly the first", refused)
 	}
 	after, err := rdb.Get(ctx, tokenKey).Int64()
 	if err != nil || after <= before {
 		t.Fatalf("counter %d after recovery (%v): want above the %d the fence had seen", after, err, before)
 	}
 	a := auditOf(t, rs[0], sku)
-	if a.Orders != 9 || a.Stock != 91 || a.Oversold != 0 || a.LostUpdates != 0 {
-		t.Fatalf("audit %+v: want 9 orders and stock 91", a)
+	if a.Orders != 10 || a.Stock != 90 || a.Oversold != 0 || a.LostUpdates != 0 {
+		t.Fatalf("audit %+v: want 10 orders and stock 90", a)
 	}
 }
 
