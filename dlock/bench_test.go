@@ -130,18 +130,11 @@ func benchDlock(b *testing.B, contenders int) {
 	contend(b, contenders, rounds)
 	var s dlock.Stats
 	for _, c := range clients {
-		cs := c.Stats()
-		s.WatchEvents += cs.WatchEvents
-		s.Acquisitions += cs.Acquisitions
-		s.Creates += cs.Creates
-		s.Deletes += cs.Deletes
-		s.ChildrenCalls += cs.ChildrenCalls
-		s.ExistsCalls += cs.ExistsCalls
-		s.GetCalls += cs.GetCalls
+		s = s.Add(c.Stats())
 	}
 	n := float64(s.Acquisitions)
 	b.ReportMetric(float64(s.WatchEvents)/n, "wakeups/acq")
-	b.ReportMetric(float64(s.Creates+s.Deletes+s.ChildrenCalls+s.ExistsCalls+s.GetCalls)/n, "zkops/acq")
+	b.ReportMetric(float64(s.Ops())/n, "zkops/acq")
 }
 
 func benchZKLock(b *testing.B, contenders int) {

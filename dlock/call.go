@@ -5,31 +5,15 @@ import (
 	"errors"
 
 	"github.com/go-zookeeper/zk"
+
+	"github.com/zkstock/zkstock/dlock/internal/async"
 )
 
 // call runs one ZooKeeper request and stops waiting for it when ctx ends or the client closes.
-// go-zookeeper has no contexts: the abandoned request completes in the background and its result
-// is dropped, which is harmless for reads and deletes; creates use createAbandonable instead.
+// The abandoned request completes in the background and its result is dropped, which is harmless
+// for reads and deletes; creates use createAbandonable instead.
 func call[T any](ctx context.Context, c *Client, op func() (T, error)) (T, error) {
-	type result struct {
-		v   T
-		err error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		v, err := op()
-		ch <- result{v, err}
-	}()
-	select {
-	case r := <-ch:
-		return r.v, r.err
-	case <-ctx.Done():
-		var zero T
-		return zero, ctx.Err()
-	case <-c.closedCh:
-		var zero T
-		return zero, ErrClosed
-	}
+	return async.Call(ctx, c.closedCh, ErrClosed, op)
 }
 
 // retry runs a request that is safe to repeat, again after every connection error, once the

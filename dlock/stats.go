@@ -9,6 +9,20 @@ type Stats struct {
 	Acquisitions                                           int64 // successful Lock/RLock/TryLock calls
 }
 
+// Add is the sum of two clients' counters.
+func (s Stats) Add(o Stats) Stats {
+	return Stats{
+		Creates: s.Creates + o.Creates, Deletes: s.Deletes + o.Deletes, ChildrenCalls: s.ChildrenCalls + o.ChildrenCalls,
+		ExistsCalls: s.ExistsCalls + o.ExistsCalls, GetCalls: s.GetCalls + o.GetCalls,
+		WatchEvents: s.WatchEvents + o.WatchEvents, Acquisitions: s.Acquisitions + o.Acquisitions,
+	}
+}
+
+// Ops is the number of ZooKeeper operations issued.
+func (s Stats) Ops() int64 {
+	return s.Creates + s.Deletes + s.ChildrenCalls + s.ExistsCalls + s.GetCalls
+}
+
 type counters struct {
 	creates, deletes, children, exists, gets, watchEvents, acquisitions atomic.Int64
 }

@@ -123,18 +123,7 @@ func newContender(ctx context.Context, variant string, cfg Config, path string) 
 		if err != nil {
 			return nil, err
 		}
-		m := dlock.NewMutex(c, path)
-		return &contender{
-			lock: func(ctx context.Context) (func() error, error) {
-				lease, err := m.Lock(ctx)
-				if err != nil {
-					return nil, err
-				}
-				return func() error { return lease.Unlock(context.WithoutCancel(ctx)) }, nil
-			},
-			stats: c.Stats,
-			close: func() { _ = c.Close() },
-		}, nil
+		return &contender{lock: leaseLock(dlock.NewMutex(c, path).Lock), stats: c.Stats, close: func() { _ = c.Close() }}, nil
 	}
 	c, err := teaching.Connect(ctx, servers, 10*time.Second, "lockbench")
 	if err != nil {
@@ -149,17 +138,18 @@ func newContender(ctx context.Context, variant string, cfg Config, path string) 
 	default:
 		l = teaching.NewHerdLock(c, path)
 	}
-	return &contender{
-		lock: func(ctx context.Context) (func() error, error) {
-			lease, err := l.Lock(ctx)
-			if err != nil {
-				return nil, err
-			}
-			return func() error { return lease.Unlock(context.WithoutCancel(ctx)) }, nil
-		},
-		stats: c.Stats,
-		close: func() { _ = c.Close() },
-	}, nil
+	return &contender{lock: leaseLock(l.Lock), stats: c.Stats, close: func() { _ = c.Close() }}, nil
+}
+
+// leaseLock adapts a recipe whose Lock returns a lease to a contender's lock.
+func leaseLock[L interface{ Unlock(context.Context) error }](lock func(context.Context) (L, error)) func(context.Context) (func() error, error) {
+	return func(ctx context.Context) (func() error, error) {
+		lease, err := lock(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return func() error { return lease.Unlock(context.WithoutCancel(ctx)) }, nil
+	}
 }
 
 type quiet struct{}
@@ -290,14 +280,12 @@ func runOne(ctx context.Context, cfg Config, variant string, n int) (Row, error)
 		row.RedisCmdsAcq = float64(after-redisBefore) / float64(total)
 	}
 	if cs[0].stats != nil {
-		var ops, wakeups int64
+		var s dlock.Stats
 		for _, c := range cs {
-			s := c.stats()
-			ops += s.Creates + s.Deletes + s.ChildrenCalls + s.ExistsCalls + s.GetCalls
-			wakeups += s.WatchEvents
+			s = s.Add(c.stats())
 		}
-		row.OpsPerAcq = float64(ops) / float64(total)
-		row.WakeupsPerAcq = float64(wakeups) / float64(total)
+		row.OpsPerAcq = float64(s.Ops()) / float64(total)
+		row.WakeupsPerAcq = float64(s.WatchEvents) / float64(total)
 	}
 	return row, nil
 }

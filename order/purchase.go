@@ -131,9 +131,16 @@ func (s *Server) sell(ctx context.Context, p inventory.Purchase, mode LockMode, 
 	if mode == ModeZKUnfenced {
 		invMode = inventory.Unfenced
 	}
+	return s.sellUnderLease(ctx, p, invMode, lock, log)
+}
+
+// sellUnderLease is a sale under a lease that knows when it is lost, whoever issued it: the lease's
+// token goes to the (fenced) deduction, the work runs under the lease's context, and the lease is
+// looked at once more before commit.
+func (s *Server) sellUnderLease(ctx context.Context, p inventory.Purchase, invMode inventory.Mode, lock func(context.Context) (heldLock, error), log *slog.Logger) (inventory.Result, error) {
 	var lease heldLock
 	var res inventory.Result
-	err = s.withLock(ctx, log, func(lockCtx context.Context) (release, error) {
+	err := s.withLock(ctx, log, func(lockCtx context.Context) (release, error) {
 		l, err := lock(lockCtx)
 		if err != nil {
 			return nil, err
@@ -162,26 +169,17 @@ func (s *Server) sellUnderRedisLock(ctx context.Context, p inventory.Purchase, f
 }
 
 func (s *Server) sellUnderRedisLockOnce(ctx context.Context, p inventory.Purchase, fenced bool, log *slog.Logger) (inventory.Result, error) {
-	locks := s.redisLocks()
 	invMode := inventory.Unfenced
 	if fenced {
 		invMode = inventory.Fenced
 	}
-	var lease *redisLease
-	var res inventory.Result
-	err := s.withLock(ctx, log, func(lockCtx context.Context) (release, error) {
-		l, err := locks.lock(lockCtx, p.SKU, fenced)
+	return s.sellUnderLease(ctx, p, invMode, func(ctx context.Context) (heldLock, error) {
+		l, err := s.redisLocks().lock(ctx, p.SKU, fenced)
 		if err != nil {
-			return nil, err
+			return nil, err // not a nil *redisLease in the interface
 		}
-		lease = l
-		return l.Unlock, nil
-	}, func() (err error) {
-		p.Token = lease.Token()
-		res, err = s.store.Deduct(ctx, p, invMode, inventory.Hooks{Work: s.work(lease), BeforeCommit: stillHeld(lease)})
-		return err
-	})
-	return res, err
+		return l, nil
+	}, log)
 }
 
 // raiseRedisToken lifts the SKU's Redis token counter to the database's fence after the fence

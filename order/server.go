@@ -93,14 +93,7 @@ func (s *Server) ZKStats() dlock.Stats {
 	herd := s.herd
 	s.herdMu.Unlock()
 	if herd != nil {
-		h := herd.Stats()
-		st.Creates += h.Creates
-		st.Deletes += h.Deletes
-		st.ChildrenCalls += h.ChildrenCalls
-		st.ExistsCalls += h.ExistsCalls
-		st.GetCalls += h.GetCalls
-		st.WatchEvents += h.WatchEvents
-		st.Acquisitions += h.Acquisitions
+		st = st.Add(herd.Stats())
 	}
 	return st
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/zkstock/zkstock/dlock"
+	"github.com/zkstock/zkstock/dlock/internal/async"
 )
 
 // Client is one ZooKeeper session for the teaching recipes, counting the work they do.
@@ -100,26 +101,11 @@ var (
 	_ Locker = (*HerdLock)(nil)
 )
 
+var errClosed = errors.New("teaching: client closed")
+
 // call runs one request and stops waiting for it when ctx ends or the client closes.
 func call[T any](ctx context.Context, c *Client, op func() (T, error)) (T, error) {
-	type result struct {
-		v   T
-		err error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		v, err := op()
-		ch <- result{v, err}
-	}()
-	var zero T
-	select {
-	case r := <-ch:
-		return r.v, r.err
-	case <-ctx.Done():
-		return zero, ctx.Err()
-	case <-c.closed:
-		return zero, errors.New("teaching: client closed")
-	}
+	return async.Call(ctx, c.closed, errClosed, op)
 }
 
 // ensurePath creates the lock path as container nodes, which ZooKeeper removes once empty.
