@@ -100,6 +100,12 @@ func (c *Client) reenter(ctx context.Context, dir string, k nodename.Kind) (*Lea
 // fencingToken). Every later dlock holder of the same lock has a larger one, across leader
 // changes and a re-created path, so storage that remembers the largest token it has seen can refuse a write
 // from a holder that lost the lock without knowing it yet.
+//
+// Earlier dlock versions used the node's own creation zxid, which is larger than this rule's
+// tokens for the same path. A store that has seen such tokens refuses this version's until the
+// lock path is created anew (ZooKeeper removes an idle container path within its check interval,
+// 60 s by default): when a fleet moves from one rule to the other, let each path go idle once, or
+// reset the store's fence.
 func (l *Lease) Token() int64 { return l.h.token }
 
 // Node is the full path of this holding's node.
