@@ -98,8 +98,8 @@ func (c *Client) reenter(ctx context.Context, dir string, k nodename.Kind) (*Lea
 
 // Token is the fencing token: the lock path's creation zxid plus the node's sequence number (see
 // fencingToken). Every later dlock holder of the same lock has a larger one, across leader
-// changes and a re-created path, so storage that remembers the largest token it has seen can refuse a write
-// from a holder that lost the lock without knowing it yet.
+// changes and a re-created path, so storage that remembers the largest token it has seen can
+// refuse a write from a holder that lost the lock without knowing it yet.
 //
 // Earlier dlock versions used the node's own creation zxid, which is larger than this rule's
 // tokens for the same path. A store that has seen such tokens refuses this version's until the
