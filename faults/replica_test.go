@@ -186,6 +186,9 @@ func testHolderCutOffFromZooKeeper(t *testing.T, mode string) {
 		got <- outcome{status: st, code: code, at: time.Now()}
 	}()
 	waitHolder(t, other, sku, "order1", 10*time.Second)
+	// The queue shows the node as soon as it is created; give the holder a moment to have been
+	// granted it and to be inside its 10 s of work, or the cut lands in Lock and tests that instead.
+	time.Sleep(300 * time.Millisecond)
 	cutAt := time.Now()
 	proxy.Cut()
 	var o outcome
