@@ -29,21 +29,19 @@ type heardConn struct {
 	negotiated func(timeout time.Duration, sentAt time.Duration)
 
 	mu          sync.Mutex
-	handshake   time.Duration // when the connect request was sent
-	greeted     bool          // the connect response has been read
-	pending     map[int32][]time.Duration
+	requestSeen bool                      // the connect request has been written
+	handshake   time.Duration             // when it was
+	greeted     bool                      // the connect response has been read
+	pending     map[int32][]time.Duration // send times of requests not answered yet, by xid
 	out, in     frameScanner
-	requestSeen bool // the connect request has been written
 }
 
 func newHeardConn(c net.Conn, clock func() time.Duration, heard func(time.Duration), negotiated func(time.Duration, time.Duration)) *heardConn {
 	return &heardConn{Conn: c, clock: clock, heard: heard, negotiated: negotiated, pending: map[int32][]time.Duration{}}
 }
 
-// Replies to these xids come from the server without a request of the session behind them.
-const (
-	xidWatchEvent = -1
-)
+// xidWatchEvent marks a watch notification: the server sends it with no request behind it.
+const xidWatchEvent = -1
 
 func (h *heardConn) Write(p []byte) (int, error) {
 	// Noted before the bytes leave: the server cannot have them any earlier.
