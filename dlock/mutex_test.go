@@ -486,7 +486,7 @@ func TestQueueShowsHolderAndWaiters(t *testing.T) {
 	path := testenv.UniquePath(t)
 	a := connect(t, servers, dlock.WithOwner("replica-a"))
 	b := connect(t, servers, dlock.WithOwner("replica-b"))
-	if q, err := a.Queue(ctxTimeout(t, 5*time.Second), path); err != nil || len(q) != 0 {
+	if q, _, err := a.Queue(ctxTimeout(t, 5*time.Second), path, 0); err != nil || len(q) != 0 {
 		t.Fatalf("queue of an unused lock: %v, %v", q, err)
 	}
 	held, err := dlock.NewMutex(a, path).Lock(ctxTimeout(t, 5*time.Second))
@@ -504,7 +504,7 @@ func TestQueueShowsHolderAndWaiters(t *testing.T) {
 		mustUnlock(t, l)
 	}()
 	waitNodes(t, rawConn(t), path, 2)
-	q, err := b.Queue(ctxTimeout(t, 5*time.Second), path)
+	q, _, err := b.Queue(ctxTimeout(t, 5*time.Second), path, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -540,4 +540,35 @@ func TestTokensGrowAcrossARecreatedPath(t *testing.T) {
 			t.Fatalf("delete the empty lock path: %v", err)
 		}
 	}
+}
+
+// Queue reads at most the entries asked for, one request each, and says how many there are.
+func TestQueueIsBounded(t *testing.T) {
+	c := connect(t, testenv.ZKServers(t))
+	raw := rawConn(t)
+	path := testenv.UniquePath(t)
+	held, err := dlock.NewMutex(c, path).Lock(ctxTimeout(t, 5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 119 {
+		if _, err := raw.Create(path+"/waiter-", nil, zk.FlagEphemeralSequential, zk.WorldACL(zk.PermAll)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	getsBefore := c.Stats().GetCalls
+	q, total, err := c.Queue(ctxTimeout(t, 10*time.Second), path, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(q) != 100 || total != 120 {
+		t.Fatalf("%d entries of %d, want 100 of 120", len(q), total)
+	}
+	if gets := c.Stats().GetCalls - getsBefore; gets != 100 {
+		t.Fatalf("%d reads for 100 entries", gets)
+	}
+	if !q[0].Holder || q[0].Node != held.Node()[len(path)+1:] || q[1].Holder {
+		t.Fatalf("holder not first, or a waiter marked holder: %+v %+v", q[0], q[1])
+	}
+	mustUnlock(t, held)
 }

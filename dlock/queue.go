@@ -22,18 +22,24 @@ type QueueEntry struct {
 
 // Queue reads the lock queue at path, in order: who holds the lock and who waits. It is a snapshot
 // for people and dashboards, not something to decide on; nodes may come and go while it is read.
-func (c *Client) Queue(ctx context.Context, path string) ([]QueueEntry, error) {
+// It reads the first limit contenders (every one if limit <= 0), one request each, and says how
+// many there were in all.
+func (c *Client) Queue(ctx context.Context, path string, limit int) (entries []QueueEntry, total int, err error) {
 	if err := validateLockPath(path); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	kids, dir, err := c.children(ctx, path)
 	if errors.Is(err, zk.ErrNoNode) {
-		return []QueueEntry{}, nil
+		return []QueueEntry{}, 0, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("dlock: queue %s: %w", path, err)
+		return nil, 0, fmt.Errorf("dlock: queue %s: %w", path, err)
 	}
 	queue := nodename.Queue(kids)
+	total = len(queue)
+	if limit > 0 && len(queue) > limit {
+		queue = queue[:limit]
+	}
 	live := make([]nodename.Node, 0, len(queue))
 	out := make([]QueueEntry, 0, len(queue))
 	for _, n := range queue {
@@ -46,7 +52,7 @@ func (c *Client) Queue(ctx context.Context, path string) ([]QueueEntry, error) {
 			continue // released while we read
 		}
 		if err != nil {
-			return nil, fmt.Errorf("dlock: queue %s: %w", path, err)
+			return nil, 0, fmt.Errorf("dlock: queue %s: %w", path, err)
 		}
 		live = append(live, n)
 		out = append(out, QueueEntry{Node: n.Name, Kind: string(n.Kind), Seq: n.Seq, Owner: string(node.data), Token: fencingToken(dir, n)})
@@ -56,7 +62,7 @@ func (c *Client) Queue(ctx context.Context, path string) ([]QueueEntry, error) {
 	for i, n := range live {
 		out[i].Holder = len(nodename.Blockers(live, n)) == 0
 	}
-	return out, nil
+	return out, total, nil
 }
 
 type getResult struct {

@@ -19,7 +19,7 @@ type Config struct {
 	Concurrency int           // purchases in flight at once
 	Qty         int           // units per purchase
 	Modes       []string      // lock modes to compare, in order
-	AdminToken  string        // bearer token for /admin
+	AdminToken  string        `json:"-"` // bearer token for /admin; never written to a report
 	Timeout     time.Duration // per request
 }
 

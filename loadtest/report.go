@@ -78,9 +78,20 @@ func newReport(cfg Config) *Report {
 	}
 }
 
+// commandLine is the command as typed, quoted for a shell, with the admin token's value replaced:
+// reports are shared, the token must not travel with them.
 func commandLine(args []string) string {
 	out := make([]string, len(args))
+	redactNext := false
 	for i, a := range args {
+		switch {
+		case redactNext:
+			a, redactNext = redacted, false
+		case a == "-admin-token" || a == "--admin-token":
+			redactNext = true
+		case strings.HasPrefix(a, "-admin-token=") || strings.HasPrefix(a, "--admin-token="):
+			a = a[:strings.Index(a, "=")+1] + redacted
+		}
 		if a == "" || strings.ContainsAny(a, " \t'\"$&;|<>*?") {
 			a = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
 		}
@@ -88,6 +99,8 @@ func commandLine(args []string) string {
 	}
 	return strings.Join(out, " ")
 }
+
+const redacted = "REDACTED"
 
 func cpuModel() string {
 	f, err := os.Open("/proc/cpuinfo")
