@@ -165,6 +165,28 @@ func orderByRequestID(db *gorm.DB, requestID string) (Order, bool, error) {
 	return o, true, nil
 }
 
+// OrderByID finds one order; found is false when there is none.
+func (s *Store) OrderByID(ctx context.Context, id int64) (o Order, found bool, err error) {
+	err = s.db.WithContext(ctx).Where("id = ?", id).Take(&o).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return Order{}, false, nil
+	}
+	if err != nil {
+		return Order{}, false, fmt.Errorf("inventory: look up order %d: %w", id, err)
+	}
+	return o, true, nil
+}
+
+// OrdersPage lists up to limit of a SKU's orders with ids above after, in id order (newest
+// last): a page, and after the last id on it, the next.
+func (s *Store) OrdersPage(ctx context.Context, sku string, after int64, limit int) ([]Order, error) {
+	os := []Order{}
+	if err := s.db.WithContext(ctx).Where("sku = ? AND id > ?", sku, after).Order("id").Limit(limit).Find(&os).Error; err != nil {
+		return nil, fmt.Errorf("inventory: orders of %s after %d: %w", sku, after, err)
+	}
+	return os, nil
+}
+
 // Orders lists a SKU's orders in id order.
 func (s *Store) Orders(ctx context.Context, sku string) ([]Order, error) {
 	var os []Order

@@ -133,6 +133,9 @@ func (s *Server) Handler() http.Handler {
 	})
 
 	r.POST("/v1/orders", s.limitBody, s.purchase)
+	r.GET("/v1/orders", s.orderByKey)
+	r.GET("/v1/orders/:id", s.orderByID)
+	r.GET("/v1/products/:sku/orders", s.productOrders)
 	r.GET("/v1/products/:sku", s.product)
 	r.GET("/v1/products/:sku/audit", s.audit)
 	r.GET("/v1/products/:sku/lock", s.lockQueue)
