@@ -92,6 +92,13 @@ func (s *Store) Deduct(ctx context.Context, p Purchase, mode Mode, hooks Hooks) 
 }
 
 func deduct(ctx context.Context, tx *gorm.DB, p Purchase, mode Mode, hooks Hooks) (Result, error) {
+	if mode == Fenced {
+		// Before any read: under REPEATABLE READ the first plain read fixes the transaction's
+		// snapshot, and one taken before the claim may predate a writer the claim waited for.
+		if err := claimFence(tx, p.SKU, p.Token); err != nil {
+			return Result{}, err
+		}
+	}
 	if p.RequestID != "" {
 		o, found, err := orderByRequestID(tx, p.RequestID)
 		if err != nil {
@@ -130,11 +137,6 @@ func deduct(ctx context.Context, tx *gorm.DB, p Purchase, mode Mode, hooks Hooks
 // readCheckWrite is the deduction of the Fenced, Unfenced, Unsafe and ForUpdate modes: read the
 // stock, check it, do the work, write the new value.
 func readCheckWrite(ctx context.Context, tx *gorm.DB, p Purchase, mode Mode, hooks Hooks) (int64, error) {
-	if mode == Fenced {
-		if err := claimFence(tx, p.SKU, p.Token); err != nil {
-			return 0, err
-		}
-	}
 	read := "SELECT stock FROM products WHERE sku = ?"
 	if mode == ForUpdate {
 		read += " FOR UPDATE"
