@@ -277,9 +277,10 @@ func (h *holding) markLost(err error) {
 		return
 	}
 	h.lostErr = err
-	close(h.lost)
 	h.mu.Unlock()
+	// The context first: whoever wakes on Lost finds the context ended and its cause set.
 	h.cancel(err)
+	close(h.lost)
 	h.c.log.Warn("lock lost", "node", h.node, "token", h.token, "err", err)
 	// After a long disconnection the session may come back with the node still in place; it must
 	// not block the queue once nobody trusts it.

@@ -56,10 +56,17 @@ func LockAll(ctx context.Context, mutexes ...*Mutex) (*Leases, error) {
 func (s *Leases) watch(l *Lease) {
 	select {
 	case <-l.h.lost:
-		s.lostOnce.Do(func() { close(s.lost) })
-		s.cancel(fmt.Errorf("%s: %w", l.Node(), l.Err()))
+		s.markLost(l)
 	case <-s.done:
 	}
+}
+
+// markLost ends the set's context, then closes its Lost, as for a Lease.
+func (s *Leases) markLost(l *Lease) {
+	s.lostOnce.Do(func() {
+		s.cancel(fmt.Errorf("%s: %w", l.Node(), l.Err()))
+		close(s.lost)
+	})
 }
 
 // Leases are the holdings, sorted by path.
@@ -78,7 +85,11 @@ func (s *Leases) Token(path string) int64 {
 // Lost is closed when any of the leases is lost.
 func (s *Leases) Lost() <-chan struct{} {
 	for _, l := range s.leases {
-		l.Lost() // judges each deadline now, as Lease.Lost does
+		select {
+		case <-l.Lost(): // judged now, as Lease.Lost is
+			s.markLost(l)
+		default:
+		}
 	}
 	return s.lost
 }

@@ -177,8 +177,8 @@ func (l *redisLease) watchdog(ttl time.Duration) {
 
 func (l *redisLease) markLost(err error) {
 	l.lostOnce.Do(func() {
+		l.cancel(err) // before Lost: whoever wakes on it finds the context ended
 		close(l.lost)
-		l.cancel(err)
 	})
 }
 

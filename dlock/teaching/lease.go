@@ -48,8 +48,8 @@ func newLease(c *Client, node string, token int64, down <-chan struct{}, watch <
 
 func (l *Lease) markLost(err error) {
 	l.lostOnce.Do(func() {
+		l.cancel(err) // before Lost: whoever wakes on it finds the context ended
 		close(l.lost)
-		l.cancel(err)
 	})
 }
 
