@@ -63,12 +63,14 @@ func TestStateListener(t *testing.T) {
 		defer mu.Unlock()
 		return slices.Clone(seen)
 	}
-	c := connect(t, []string{proxy.Addr()}, dlock.WithSessionTimeout(2*time.Second), dlock.WithStateListener(func(s dlock.State) {
+	// 4 s: a reconnection after the first cut must come well before the deadline (at least
+	// 0.9 × 4 − 4/3 ≈ 2.3 s after the cut), or the listener rightly hears "lost" too.
+	c := connect(t, []string{proxy.Addr()}, dlock.WithSessionTimeout(4*time.Second), dlock.WithStateListener(func(s dlock.State) {
 		mu.Lock()
 		seen = append(seen, s)
 		mu.Unlock()
 	}))
-	if c.SessionTimeout() != 2*time.Second {
+	if c.SessionTimeout() != 4*time.Second {
 		t.Fatalf("session timeout %v", c.SessionTimeout())
 	}
 	wait := func(want ...dlock.State) {

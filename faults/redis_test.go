@@ -44,11 +44,14 @@ func waitHeld(t *testing.T, mode string, rdb *redis.Client, observer *replica, s
 	}
 }
 
-func restartRedis(t *testing.T, down time.Duration) {
+// restartRedis stops Redis, keeps it down for a while and starts it again (empty: no persistence).
+// It returns when Redis answers, with the moment just before it was started.
+func restartRedis(t *testing.T, down time.Duration) (startedAt time.Time) {
 	t.Helper()
 	dir := os.Getenv("REDIS_DIR")
 	serversScript(t, "stop-server", dir)
 	time.Sleep(down)
+	startedAt = time.Now()
 	serversScript(t, "start-server", dir)
 	rdb := redisClient(t)
 	deadline := time.Now().Add(20 * time.Second)
@@ -58,6 +61,7 @@ func restartRedis(t *testing.T, down time.Duration) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	return startedAt
 }
 
 // Scenario 9: the holder pauses (SIGSTOP, a stop-the-world pause or a frozen VM) for longer than
@@ -167,8 +171,7 @@ func testRedisRestartedWhileHeld(t *testing.T, mode string) {
 	held := make(chan outcome, 1)
 	go func() { held <- buy(holder, "held") }()
 	waitHeld(t, mode, rdb, other, sku, "order1")
-	restartRedis(t, 0)
-	restartedAt := time.Now()
+	restartedAt := restartRedis(t, 0)
 	for i := range 2 {
 		outcomes[fmt.Sprintf("after-%d", i)] = buy(other, fmt.Sprintf("after-%d", i))
 	}
@@ -202,8 +205,7 @@ func testRedisDownUnderLoad(t *testing.T, mode string) {
 	b := startBuyers(rs, sku, 6, 0)
 	time.Sleep(2 * time.Second)
 	stoppedAt := time.Now()
-	restartRedis(t, 10*time.Second)
-	restartedAt := time.Now()
+	restartedAt := restartRedis(t, 10*time.Second)
 	time.Sleep(4 * time.Second)
 	outcomes := b.halt()
 	a, codes := verdict(t, dsn, sku, outcomes, mode != "redis")
