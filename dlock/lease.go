@@ -80,9 +80,7 @@ func (c *Client) reenter(ctx context.Context, dir string, k nodename.Kind) (*Lea
 	if k.Exclusive() && !h.exclusive {
 		return nil, true, fmt.Errorf("dlock: lock %s: %w", dir, ErrDeadlock)
 	}
-	if !h.c.trusted(h.gen) {
-		h.markLost(h.gen.err)
-	}
+	h.judge()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	switch {
@@ -127,11 +125,16 @@ func (l *Lease) Context() context.Context { return l.ctx }
 // It is judged when called, not only when a timer goroutine gets to run: a process that wakes from
 // a pause past the deadline finds it closed at its first look.
 func (l *Lease) Lost() <-chan struct{} {
-	h := l.h
+	l.h.judge()
+	return l.h.lost
+}
+
+// judge marks the holding lost now if its session's deadline has passed, instead of whenever the
+// monitor goroutine gets to run.
+func (h *holding) judge() {
 	if !h.c.trusted(h.gen) {
 		h.markLost(h.gen.err)
 	}
-	return h.lost
 }
 
 // Err says why the lease was lost (it wraps ErrLost), or nil while it is not.
