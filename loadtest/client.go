@@ -29,8 +29,13 @@ type apiError struct {
 
 func (e *apiError) Error() string { return fmt.Sprintf("HTTP %d %s: %s", e.Status, e.Code, e.Msg) }
 
-// do sends a JSON request and decodes a 2xx answer into out.
-func (a *api) do(ctx context.Context, method, url string, body, out any, admin bool) (int, error) {
+// adminHeader authorizes a call of the admin API.
+func (a *api) adminHeader() map[string]string {
+	return map[string]string{"Authorization": "Bearer " + a.token}
+}
+
+// do sends a JSON request with the given headers and decodes a 2xx answer into out.
+func (a *api) do(ctx context.Context, method, url string, body, out any, header map[string]string) (int, error) {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -46,8 +51,8 @@ func (a *api) do(ctx context.Context, method, url string, body, out any, admin b
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	if admin {
-		req.Header.Set("Authorization", "Bearer "+a.token)
+	for k, v := range header {
+		req.Header.Set(k, v)
 	}
 	resp, err := a.http.Do(req)
 	if err != nil {

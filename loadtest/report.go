@@ -38,6 +38,7 @@ type Row struct {
 	Accepted     int            `json:"accepted"`
 	SoldOut      int            `json:"sold_out"`
 	Errors       int            `json:"errors"`
+	Failovers    int            `json:"failovers"` // purchases retried on the next replica (same Idempotency-Key)
 	ErrorCodes   map[string]int `json:"error_codes,omitempty"`
 	InitialStock int64          `json:"initial_stock"`
 	FinalStock   int64          `json:"final_stock"`

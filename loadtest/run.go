@@ -2,6 +2,8 @@ package loadtest
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
@@ -43,20 +45,25 @@ type sample struct {
 	status    int
 	code      string
 	remaining int64
+	failovers int // replicas tried before the one that answered
 }
 
 func runMode(ctx context.Context, a *api, cfg Config, mode string, progress Progress) (Row, error) {
 	admin := cfg.Targets[0]
-	if _, err := a.do(ctx, http.MethodPut, admin+"/admin/products/"+cfg.SKU, map[string]int{"stock": cfg.Stock}, nil, true); err != nil {
+	if _, err := a.do(ctx, http.MethodPut, admin+"/admin/products/"+cfg.SKU, map[string]int{"stock": cfg.Stock}, nil, a.adminHeader()); err != nil {
 		return Row{}, fmt.Errorf("reset %s on %s: %w", cfg.SKU, admin, err)
 	}
 	for _, t := range cfg.Targets {
-		if _, err := a.do(ctx, http.MethodPut, t+"/admin/lock-mode", map[string]string{"mode": mode}, nil, true); err != nil {
+		if _, err := a.do(ctx, http.MethodPut, t+"/admin/lock-mode", map[string]string{"mode": mode}, nil, a.adminHeader()); err != nil {
 			return Row{}, fmt.Errorf("switch %s to %s: %w", t, mode, err)
 		}
 	}
 
 	samples := make([]sample, cfg.Requests)
+	run, err := newRunID()
+	if err != nil {
+		return Row{}, err
+	}
 	progress.Start(mode, cfg.Requests)
 	start := time.Now()
 	sem := make(chan struct{}, cfg.Concurrency)
@@ -73,18 +80,9 @@ func runMode(ctx context.Context, a *api, cfg Config, mode string, progress Prog
 		wg.Add(1)
 		go func(i int) {
 			defer func() { <-sem; wg.Done() }()
-			target := cfg.Targets[i%len(cfg.Targets)]
 			t0 := time.Now()
-			var ans purchaseAnswer
-			status, err := a.do(ctx, http.MethodPost, target+"/v1/orders", body, &ans, false)
-			s := sample{at: time.Since(start), latency: time.Since(t0), status: status, remaining: ans.Remaining}
-			var ae *apiError
-			switch {
-			case errors.As(err, &ae):
-				s.code = ae.Code
-			case err != nil:
-				s.code = "transport"
-			}
+			s := purchase(ctx, a, cfg.Targets, i, body, fmt.Sprintf("lt-%s-%s-%d", run, mode, i))
+			s.at, s.latency = time.Since(start), time.Since(t0)
 			samples[i] = s
 			progress.Add(1)
 		}(i)
@@ -93,11 +91,60 @@ func runMode(ctx context.Context, a *api, cfg Config, mode string, progress Prog
 	elapsed := time.Since(start)
 	progress.Finish()
 
-	var audit Audit
-	if _, err := a.do(ctx, http.MethodGet, admin+"/v1/products/"+cfg.SKU+"/audit", nil, &audit, false); err != nil {
-		return Row{}, fmt.Errorf("audit %s: %w", cfg.SKU, err)
+	audit, err := auditAny(ctx, a, cfg)
+	if err != nil {
+		return Row{}, err
 	}
 	return summarize(mode, cfg, samples, elapsed, audit), nil
+}
+
+// purchase sends purchase i to its replica (round robin). A replica that cannot be reached, or
+// whose connection breaks before it answers, is a client's reason to go to the next one, as behind
+// a load balancer: the Idempotency-Key makes the retry safe, because a purchase the first replica
+// did commit is answered from its stored order instead of being sold twice.
+func purchase(ctx context.Context, a *api, targets []string, i int, body any, key string) sample {
+	var s sample
+	for attempt := 0; attempt < len(targets); attempt++ {
+		target := targets[(i+attempt)%len(targets)]
+		var ans purchaseAnswer
+		status, err := a.do(ctx, http.MethodPost, target+"/v1/orders", body, &ans, map[string]string{"Idempotency-Key": key})
+		s = sample{status: status, remaining: ans.Remaining, failovers: attempt}
+		var ae *apiError
+		switch {
+		case errors.As(err, &ae):
+			s.code = ae.Code
+		case err != nil:
+			s.code = "transport"
+		}
+		if s.code != "transport" || ctx.Err() != nil {
+			break
+		}
+	}
+	return s
+}
+
+// auditAny asks the replicas in turn for the SKU's audit, so that one replica down does not lose
+// the result.
+func auditAny(ctx context.Context, a *api, cfg Config) (Audit, error) {
+	var errs []error
+	for _, t := range cfg.Targets {
+		var audit Audit
+		_, err := a.do(ctx, http.MethodGet, t+"/v1/products/"+cfg.SKU+"/audit", nil, &audit, nil)
+		if err == nil {
+			return audit, nil
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", t, err))
+	}
+	return Audit{}, fmt.Errorf("audit %s: %w", cfg.SKU, errors.Join(errs...))
+}
+
+// newRunID keeps one run's Idempotency-Keys apart from every other run's.
+func newRunID() (string, error) {
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("run id: %w", err)
+	}
+	return hex.EncodeToString(b[:]), nil
 }
 
 func summarize(mode string, cfg Config, samples []sample, elapsed time.Duration, audit Audit) Row {
@@ -110,8 +157,9 @@ func summarize(mode string, cfg Config, samples []sample, elapsed time.Duration,
 	hist := hdrhistogram.New(1, int64(10*time.Minute/time.Microsecond), 3)
 	for _, s := range samples {
 		_ = hist.RecordValue(max(1, s.latency.Microseconds()))
+		row.Failovers += s.failovers
 		switch {
-		case s.status == http.StatusCreated:
+		case s.status == http.StatusCreated || s.status == http.StatusOK: // 200: a retry found the order made
 			row.Accepted++
 			row.Sales = append(row.Sales, Sale{AtMillis: ms(s.at), Remaining: s.remaining})
 		case s.code == "out_of_stock":

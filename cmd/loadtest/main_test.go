@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -113,6 +115,59 @@ func TestFailsWhenALockedModeOversells(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), "mode zk is not exact") {
 		t.Fatalf("stderr does not say why: %s", stderr.String())
+	}
+}
+
+// One replica sells and then its reply is lost (the connection closes before a byte of it is sent).
+// The load generator tries the next replica with the same Idempotency-Key, learns that the order
+// was made, and counts it: every unit sold is known to the client and none is sold twice.
+func TestFailsOverWhenAReplyIsLost(t *testing.T) {
+	var wrapped, lost atomic.Int32
+	loseReplies := func(h http.Handler) http.Handler {
+		if wrapped.Add(1) != 1 {
+			return h // only the first replica misbehaves
+		}
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method != http.MethodPost || r.URL.Path != "/v1/orders" {
+				h.ServeHTTP(w, r)
+				return
+			}
+			h.ServeHTTP(httptest.NewRecorder(), r)
+			conn, _, err := http.NewResponseController(w).Hijack()
+			if err != nil {
+				t.Errorf("hijack: %v", err)
+				return
+			}
+			lost.Add(1)
+			_ = conn.Close()
+		})
+	}
+	rs := ordertest.Start(t, 3, ordertest.Options{WorkDelay: time.Millisecond, Wrap: loseReplies})
+	dir := t.TempDir()
+	jsonPath := filepath.Join(dir, "r.json")
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"-targets", targets(rs), "-sku", "LT-3", "-stock", "20", "-requests", "90",
+		"-concurrency", "9", "-modes", "zk", "-admin-token", ordertest.AdminToken, "-json", jsonPath}, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	var rep loadtest.Report
+	raw, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &rep); err != nil {
+		t.Fatal(err)
+	}
+	zk := rep.Rows[0]
+	t.Logf("replies lost: %d; row: accepted %d, sold out %d, errors %d, failovers %d, orders %d", lost.Load(),
+		zk.Accepted, zk.SoldOut, zk.Errors, zk.Failovers, zk.Orders)
+	// Purchases 0, 3, 6, ... go to the first replica first: each of those 30 goes on to the next.
+	if lost.Load() < 30 || zk.Failovers != 30 {
+		t.Fatalf("%d replies lost, %d failovers, want 30: every purchase that lost its reply is retried elsewhere, once", lost.Load(), zk.Failovers)
+	}
+	if zk.Accepted != 20 || zk.Orders != 20 || zk.SoldOut != 70 || zk.Errors != 0 || zk.Oversold != 0 {
+		t.Fatalf("want all 20 sales known to the client and 70 sold out: %+v", zk)
 	}
 }
 
