@@ -3,7 +3,6 @@
 package docs_test
 
 import (
-	"bufio"
 	"context"
 	"os"
 	"os/exec"
@@ -14,62 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zkstock/zkstock/internal/doctest"
 	"github.com/zkstock/zkstock/internal/testenv"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m, "ZK_SERVERS", "MYSQL_DSN", "REDIS_ADDR") }
-
-// step is one runnable block of a page: a ```sh block after <!-- run -->, and the
-// <!-- expect: REGEXP --> lines after it.
-type step struct {
-	line    int
-	script  string
-	expects []*regexp.Regexp
-}
-
-var expectLine = regexp.MustCompile(`^<!-- expect: (.*) -->$`)
-
-func parseSteps(t *testing.T, path string) []step {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var lines []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		lines = append(lines, sc.Text())
-	}
-	var steps []step
-	for i := 0; i < len(lines); i++ {
-		if strings.TrimSpace(lines[i]) != "<!-- run -->" {
-			continue
-		}
-		if i+1 >= len(lines) || lines[i+1] != "```sh" {
-			t.Fatalf("%s:%d: <!-- run --> must be followed by a ```sh block", path, i+1)
-		}
-		s := step{line: i + 2}
-		j := i + 2
-		for ; j < len(lines) && lines[j] != "```"; j++ {
-			s.script += lines[j] + "\n"
-		}
-		for j++; j < len(lines); j++ {
-			m := expectLine.FindStringSubmatch(lines[j])
-			if m == nil {
-				break
-			}
-			re, err := regexp.Compile(m[1])
-			if err != nil {
-				t.Fatalf("%s:%d: bad expectation: %v", path, j+1, err)
-			}
-			s.expects = append(s.expects, re)
-		}
-		steps = append(steps, s)
-		i = j - 1
-	}
-	return steps
-}
 
 func repoRoot(t *testing.T) string {
 	root, err := filepath.Abs("..")
@@ -77,30 +25,6 @@ func repoRoot(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return root
-}
-
-// runScript runs a page's commands as a reader would type them, from the repository root, in a
-// shell that has sourced the demo's env.sh.
-func runScript(t *testing.T, root, envFile, script string, timeout time.Duration) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "bash", "-c", "set -e\nsource \"$DEMO_ENV\"\n"+script)
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "DEMO_ENV="+envFile)
-	// Output goes to a file, not a pipe, so that a command the page leaves running in the
-	// background (as a reader's shell would) does not hold the step open.
-	f, err := os.CreateTemp(t.TempDir(), "out")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	cmd.Stdout, cmd.Stderr = f, f
-	runErr := cmd.Run()
-	out, err := os.ReadFile(f.Name())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(out), runErr
 }
 
 func TestTutorials(t *testing.T) {
@@ -121,25 +45,17 @@ func TestTutorials(t *testing.T) {
 	}
 	sort.Strings(pages)
 	pages = append(pages, filepath.Join(root, "README.md"))
-	for _, page := range pages {
-		steps := parseSteps(t, page)
-		if len(steps) == 0 {
-			t.Fatalf("%s has no runnable commands", page)
+	sh := doctest.Shell{Dir: root, Env: []string{"DEMO_ENV=" + filepath.Join(demoDir, "env.sh")},
+		Prelude: `source "$DEMO_ENV"`, Timeout: 2 * time.Minute}
+	for _, path := range pages {
+		page, err := doctest.Parse(path)
+		if err != nil {
+			t.Fatal(err)
 		}
-		ok := t.Run(filepath.Base(page), func(t *testing.T) {
-			for _, s := range steps {
-				out, err := runScript(t, root, filepath.Join(demoDir, "env.sh"), s.script, 2*time.Minute)
-				if err != nil {
-					t.Fatalf("line %d: %v\n--- commands\n%s--- output\n%s", s.line, err, s.script, out)
-				}
-				for _, re := range s.expects {
-					if !re.MatchString(out) {
-						t.Fatalf("line %d: output does not match %q\n--- commands\n%s--- output\n%s", s.line, re, s.script, out)
-					}
-				}
-			}
-		})
-		if !ok {
+		if page.Needs != "" {
+			continue // its own test runs it (a page on Docker: composetest)
+		}
+		if !t.Run(filepath.Base(path), func(t *testing.T) { sh.RunPage(t, page) }) {
 			break // the demo's state is unknown now; later pages would fail for the wrong reason
 		}
 	}
