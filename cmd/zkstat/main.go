@@ -4,8 +4,8 @@
 //
 //	zkstat [-leader] [-timeout 2s] [NAME=]HOST:PORT ...
 //
-// A server that does not answer is listed as down; the exit status is 1 if any is down, or with
-// -leader if none leads.
+// A server that does not answer (or has no quorum) is listed as down; the exit status is 1 when
+// none answers, or with -leader when none leads.
 package main
 
 import (
@@ -45,7 +45,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return 2
 	}
-	down := false
+	up := 0
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	if !*leaderOnly {
 		fmt.Fprintln(tw, "server\taddress\tmode\tzxid\tconnections\tnodes")
@@ -54,7 +54,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 		st, err := srvr(s.addr, *timeout)
 		switch {
 		case err != nil:
-			down = true
 			if !*leaderOnly {
 				fmt.Fprintf(tw, "%s\t%s\tdown\t-\t-\t-\n", s.name, s.addr)
 			}
@@ -64,6 +63,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 				return 0
 			}
 		default:
+			up++
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.name, s.addr, st["Mode"], st["Zxid"], st["Connections"], st["Node count"])
 		}
 	}
@@ -75,7 +75,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "zkstat: %v\n", err)
 		return 1
 	}
-	if down {
+	if up == 0 {
+		fmt.Fprintln(stderr, "zkstat: no server answers")
 		return 1
 	}
 	return 0
