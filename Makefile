@@ -10,7 +10,7 @@ DEMO_FLAGS ?=
 FUZZTIME ?= 30s
 FUZZ_CORPUS := order/testdata/fuzz/FuzzAPI
 
-.PHONY: test test-faults lint compose-check bench demo demo-up demo-down servers-start servers-stop help
+.PHONY: test test-faults lint compose-check compose-test bench demo demo-up demo-down servers-start servers-stop help
 
 ## test: gofmt, go vet, docker-compose.yml check, then go test -race ./... against real servers
 test: lint compose-check
@@ -35,7 +35,14 @@ lint:
 compose-check:
 	scripts/ensure-tools.sh
 	docker-compose -f docker-compose.yml config -q
+	docker-compose -f docker-compose.yml -f docker-compose.ensemble.yml config -q
 	docker-compose -f docker-compose.yml --profile loadtest config --services | grep -qx loadtest
+
+## compose-test: docker-compose.yml (and docker-compose.ensemble.yml) run and broken on the local
+## Docker engine, with images built from Debian's packages (no registry needed): replicas killed,
+## paused and cut off from ZooKeeper, the ZooKeeper leader killed; results in out/compose-results.md
+compose-test: compose-check
+	scripts/compose/test.sh
 
 ## demo: three local replicas, loadtest none against zk, report in out/ (no Docker needed)
 demo:
