@@ -52,8 +52,9 @@ func TestTutorials(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if page.Needs != "" {
-			continue // its own test runs it (a page on Docker: composetest)
+		page = page.Only("") // steps on Docker have a test of their own: composetest
+		if len(page.Steps) == 0 {
+			continue
 		}
 		if !t.Run(filepath.Base(path), func(t *testing.T) { sh.RunPage(t, page) }) {
 			break // the demo's state is unknown now; later pages would fail for the wrong reason

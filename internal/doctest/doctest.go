@@ -1,7 +1,8 @@
 // Package doctest runs the commands of a Markdown page as a reader would type them, so that the
 // docs stay true. A runnable step is a ```sh block after a <!-- run --> line; the
 // <!-- expect: REGEXP --> lines after the block say what its output must show. A page that needs
-// more than the local demo says so in a <!-- needs: WHAT --> line.
+// more than the local demo says so in a <!-- needs: WHAT --> line; a single step does so with
+// <!-- run: WHAT --> instead of <!-- run -->.
 package doctest
 
 import (
@@ -18,7 +19,8 @@ import (
 
 // Step is one runnable block of a page.
 type Step struct {
-	Line    int // of the block's first command, for messages
+	Line    int    // of the block's first command, for messages
+	Needs   string // "" for the local demo
 	Script  string
 	Expects []*regexp.Regexp
 }
@@ -26,6 +28,7 @@ type Step struct {
 var (
 	expectLine = regexp.MustCompile(`^<!-- expect: (.*) -->$`)
 	needsLine  = regexp.MustCompile(`^<!-- needs: (.*) -->$`)
+	runLine    = regexp.MustCompile(`^<!-- run(?:: (.*))? -->$`)
 )
 
 // Page is a page's steps and what it needs.
@@ -33,6 +36,18 @@ type Page struct {
 	Path  string
 	Needs string // "" for the local demo
 	Steps []Step
+}
+
+// Only is the page with only the steps that need what is named ("" for the local demo).
+func (p Page) Only(needs string) Page {
+	q := p
+	q.Steps = nil
+	for _, s := range p.Steps {
+		if s.Needs == needs {
+			q.Steps = append(q.Steps, s)
+		}
+	}
+	return q
 }
 
 // Parse reads a page.
@@ -56,13 +71,17 @@ func Parse(path string) (Page, error) {
 			p.Needs = m[1]
 			continue
 		}
-		if strings.TrimSpace(lines[i]) != "<!-- run -->" {
+		run := runLine.FindStringSubmatch(strings.TrimSpace(lines[i]))
+		if run == nil {
 			continue
 		}
 		if i+1 >= len(lines) || lines[i+1] != "```sh" {
 			return Page{}, fmt.Errorf("doctest: %s:%d: <!-- run --> must be followed by a ```sh block", path, i+1)
 		}
-		s := Step{Line: i + 2}
+		s := Step{Line: i + 2, Needs: p.Needs}
+		if run[1] != "" {
+			s.Needs = run[1]
+		}
 		j := i + 2
 		for ; j < len(lines) && lines[j] != "```"; j++ {
 			s.Script += lines[j] + "\n"
