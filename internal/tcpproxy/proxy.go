@@ -1,14 +1,14 @@
-// Package tcpproxy is a loopback TCP proxy that tests put between a ZooKeeper client and its
-// server, so they can cut the connection at will or right after a chosen request is sent, or
-// partition it silently: connections stay open and nothing arrives, as behind a dead switch or
-// with a paused VM, where nobody closes a socket and the client learns nothing.
+// Package tcpproxy is a loopback TCP proxy that tests put between a client and its server (a
+// ZooKeeper client, or a MySQL one), so they can cut the connection at will or right after a
+// chosen request is sent, or partition it silently: connections stay open and nothing arrives, as
+// behind a dead switch or with a paused VM, where nobody closes a socket and the client learns
+// nothing.
 package tcpproxy
 
 import (
-	"encoding/binary"
-	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -21,21 +21,29 @@ type Proxy struct {
 	mu     sync.Mutex
 	cut    bool
 	conns  map[net.Conn]struct{}
-	armed  func(opcode int32) bool
+	frames framing
+	armed  func(frame []byte, index int) bool
+	drop   bool // when armed fires, the request is not forwarded
 	hold   bool // once armed fires, refuse connections until Restore
+	cutAll bool // once armed fires, also close every other connection
 	closed bool
 	flow   chan struct{} // closed while bytes may pass; open during a Stall
 	wg     sync.WaitGroup
 }
 
-// New starts a proxy to target; it stops when the test ends.
-func New(t testing.TB, target string) *Proxy {
+// New starts a proxy to a ZooKeeper server; it stops when the test ends.
+func New(t testing.TB, target string) *Proxy { return start(t, target, zooKeeperFrames) }
+
+// NewMySQL starts a proxy to a MySQL (or MariaDB) server; it stops when the test ends.
+func NewMySQL(t testing.TB, target string) *Proxy { return start(t, target, mySQLFrames) }
+
+func start(t testing.TB, target string, frames framing) *Proxy {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("proxy listen: %v", err)
 	}
-	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}, flow: make(chan struct{})}
+	p := &Proxy{ln: ln, target: target, frames: frames, conns: map[net.Conn]struct{}{}, flow: make(chan struct{})}
 	close(p.flow)
 	p.wg.Add(1)
 	go p.accept()
@@ -102,16 +110,32 @@ func (p *Proxy) waitFlow() {
 // the server, and then that connection is closed before any reply reaches the client. New
 // connections are still let through, so the client reconnects with the same session.
 func (p *Proxy) CutAfterRequest(match func(opcode int32) bool) {
-	p.mu.Lock()
-	p.armed, p.hold = match, false
-	p.mu.Unlock()
+	p.arm(zooKeeperOpcode(match), false, false, false)
 }
 
 // CutAfterRequestAndHold is CutAfterRequest, but the proxy then refuses new connections until
 // Restore: the client learns nothing of its request's fate while the session lives on.
 func (p *Proxy) CutAfterRequestAndHold(match func(opcode int32) bool) {
+	p.arm(zooKeeperOpcode(match), false, true, true)
+}
+
+// CutAfterQuery arms a MySQL proxy: the next text query that matches (COMMIT, say) is forwarded
+// to the server, which acts on it, and then that connection is closed before the reply reaches
+// the client. With hold, every other connection is closed too and new ones are refused until
+// Restore: the client cannot learn what became of its query until then.
+func (p *Proxy) CutAfterQuery(match func(query string) bool, hold bool) {
+	p.arm(mySQLQuery(match), false, hold, hold)
+}
+
+// DropQuery arms a MySQL proxy: the next text query that matches is never forwarded; its
+// connection is closed instead, so the server sees the client vanish before that query.
+func (p *Proxy) DropQuery(match func(query string) bool) {
+	p.arm(mySQLQuery(match), true, false, false)
+}
+
+func (p *Proxy) arm(match func(frame []byte, index int) bool, drop, hold, cutAll bool) {
 	p.mu.Lock()
-	p.armed, p.hold = match, true
+	p.armed, p.drop, p.hold, p.cutAll = match, drop, hold, cutAll
 	p.mu.Unlock()
 }
 
@@ -154,66 +178,67 @@ func (p *Proxy) accept() {
 		p.conns[server] = struct{}{}
 		p.mu.Unlock()
 		closeBoth := func() { _ = client.Close(); _ = server.Close() }
+		// Set before an armed request goes to the server, so that no byte of its reply can reach
+		// the client, however the two goroutines are scheduled.
+		var repliesCut atomic.Bool
 		p.wg.Add(2)
 		go func() {
 			defer p.wg.Done()
 			defer closeBoth()
-			p.forwardRequests(server, client, closeBoth)
+			p.forwardRequests(server, client, closeBoth, &repliesCut)
 		}()
 		go func() {
 			defer p.wg.Done()
 			defer closeBoth()
-			p.forwardReplies(client, server)
+			p.forwardReplies(client, server, &repliesCut)
 		}()
 	}
 }
 
-// forwardRequests copies ZooKeeper frames (4-byte length, then the body) from client to server.
-// The first frame is the session handshake; every later one starts with xid and opcode.
-func (p *Proxy) forwardRequests(server, client net.Conn, closeBoth func()) {
-	first := true
-	var hdr [4]byte
-	for {
-		if _, err := io.ReadFull(client, hdr[:]); err != nil {
-			return
-		}
-		n := binary.BigEndian.Uint32(hdr[:])
-		if n > 16<<20 {
-			return
-		}
-		body := make([]byte, n)
-		if _, err := io.ReadFull(client, body); err != nil {
+// forwardRequests copies the client's requests to the server one frame at a time, so that an
+// armed proxy can act on the request it waits for.
+func (p *Proxy) forwardRequests(server, client net.Conn, closeBoth func(), repliesCut *atomic.Bool) {
+	for index := 0; ; index++ {
+		frame, err := p.frames(client)
+		if err != nil {
 			return
 		}
 		p.waitFlow()
-		if _, err := server.Write(append(hdr[:], body...)); err != nil {
+		fired, drop, cutAll := p.fire(frame, index)
+		if fired && drop {
+			closeBoth()
 			return
 		}
-		if first {
-			first = false
-			continue
+		if fired {
+			repliesCut.Store(true)
 		}
-		if len(body) >= 8 {
-			opcode := int32(binary.BigEndian.Uint32(body[4:8]))
-			if p.fire(opcode) {
-				// The client loses the connection before any reply; the server side stays open a
-				// moment longer so the request is surely read and applied, as when a reply is lost.
-				_ = client.Close()
-				time.Sleep(200 * time.Millisecond)
-				closeBoth()
-				return
+		if _, err := server.Write(frame); err != nil {
+			return
+		}
+		if fired {
+			// The client loses the connection before any reply; the server side stays open a
+			// moment longer so the request is surely read and applied, as when a reply is lost.
+			_ = client.Close()
+			if cutAll {
+				p.closeAllBut(server)
 			}
+			time.Sleep(200 * time.Millisecond)
+			closeBoth()
+			return
 		}
 	}
 }
 
 // forwardReplies copies bytes from server to client, holding them back during a Stall.
-func (p *Proxy) forwardReplies(client, server net.Conn) {
+func (p *Proxy) forwardReplies(client, server net.Conn, repliesCut *atomic.Bool) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := server.Read(buf)
 		if n > 0 {
 			p.waitFlow()
+			if repliesCut.Load() {
+				return
+			}
 			if _, werr := client.Write(buf[:n]); werr != nil {
 				return
 			}
@@ -224,15 +249,31 @@ func (p *Proxy) forwardReplies(client, server net.Conn) {
 	}
 }
 
-func (p *Proxy) fire(opcode int32) bool {
+func (p *Proxy) fire(frame []byte, index int) (fired, drop, cutAll bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.armed == nil || !p.armed(opcode) {
-		return false
+	if p.armed == nil || !p.armed(frame, index) {
+		return false, false, false
 	}
 	p.armed = nil
 	if p.hold {
 		p.cut = true
 	}
-	return true
+	return true, p.drop, p.cutAll
+}
+
+// closeAllBut closes every connection but one.
+func (p *Proxy) closeAllBut(keep net.Conn) {
+	p.mu.Lock()
+	var others []net.Conn
+	for c := range p.conns {
+		if c != keep {
+			others = append(others, c)
+			delete(p.conns, c)
+		}
+	}
+	p.mu.Unlock()
+	for _, c := range others {
+		_ = c.Close()
+	}
 }
