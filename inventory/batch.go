@@ -26,7 +26,7 @@ var ErrBatchConflict = errors.New("inventory: batch conflicts with a concurrent 
 // accepted orders and one write of the stock, whatever the batch's size. Items refused for stock
 // or a reused key get their own Err; any other failure fails the whole batch and changes nothing.
 func (s *Store) DeductBatch(ctx context.Context, sku string, token int64, items []BatchItem, beforeCommit func() error) error {
-	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	err := s.inTx(ctx, func(tx *gorm.DB) error {
 		if err := claimFence(tx, sku, token); err != nil {
 			return err
 		}
@@ -108,7 +108,7 @@ func (s *Store) DeductBatch(ctx context.Context, sku string, token int64, items 
 		return nil
 	case errors.Is(err, gorm.ErrDuplicatedKey):
 		return ErrBatchConflict
-	case errors.Is(err, ErrUnknownSKU), errors.Is(err, ErrStaleToken):
+	case errors.Is(err, ErrUnknownSKU), errors.Is(err, ErrStaleToken), errors.Is(err, ErrOutcomeUnknown):
 		return err
 	default:
 		return fmt.Errorf("inventory: batch of %d for %s: %w", len(items), sku, err)
@@ -119,7 +119,7 @@ func (s *Store) DeductBatch(ctx context.Context, sku string, token int64, items 
 func ordersByRequestIDs(tx *gorm.DB, items []BatchItem) (map[string]Order, error) {
 	var keys []string
 	for _, it := range items {
-		if it.Purchase.RequestID != "" {
+		if it.Purchase.RequestID != "" && !it.Purchase.NewKey {
 			keys = append(keys, it.Purchase.RequestID)
 		}
 	}

@@ -50,6 +50,7 @@ type Purchase struct {
 	SKU       string
 	Qty       int64
 	RequestID string // idempotency key; empty for none
+	NewKey    bool   // RequestID was made for this purchase just now: no order can hold it yet
 	Replica   string
 	Token     int64 // fencing token (Fenced mode); recorded with the order in every mode
 }
@@ -75,7 +76,7 @@ type Result struct {
 // the transaction. On any error nothing is changed.
 func (s *Store) Deduct(ctx context.Context, p Purchase, mode Mode, hooks Hooks) (Result, error) {
 	var res Result
-	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	err := s.inTx(ctx, func(tx *gorm.DB) error {
 		var err error
 		res, err = deduct(ctx, tx, p, mode, hooks)
 		return err
@@ -99,7 +100,7 @@ func deduct(ctx context.Context, tx *gorm.DB, p Purchase, mode Mode, hooks Hooks
 			return Result{}, err
 		}
 	}
-	if p.RequestID != "" {
+	if p.RequestID != "" && !p.NewKey {
 		o, found, err := orderByRequestID(tx, p.RequestID)
 		if err != nil {
 			return Result{}, err
@@ -235,7 +236,7 @@ func replayOf(db *gorm.DB, o Order, p Purchase) (Result, error) {
 }
 
 func wrapDeductErr(p Purchase, err error) error {
-	for _, known := range []error{ErrUnknownSKU, ErrOutOfStock, ErrStaleToken, ErrKeyReused} {
+	for _, known := range []error{ErrUnknownSKU, ErrOutOfStock, ErrStaleToken, ErrKeyReused, ErrOutcomeUnknown} {
 		if errors.Is(err, known) {
 			return err
 		}

@@ -79,17 +79,15 @@ func (s *Server) sellBatched(ctx context.Context, p inventory.Purchase) (invento
 		if b.withdraw(r) {
 			return inventory.Result{}, fmt.Errorf("%w: no batch took the purchase within %v", errLockUnavailable, s.cfg.LockTimeout)
 		}
-		// A batch holds the lock and has the purchase: its answer comes next.
-		select {
-		case a := <-r.done:
-			return a.res, a.err
-		case <-ctx.Done():
-			return inventory.Result{}, ctx.Err()
-		}
 	case <-ctx.Done():
-		// If the batch already took it, it may still be sold: as for any client that hangs up.
-		return inventory.Result{}, ctx.Err()
+		if b.withdraw(r) {
+			return inventory.Result{}, ctx.Err() // no batch has it: nothing was sold
+		}
 	}
+	// A batch holds the lock and has the purchase: its answer is the truth, and comes within
+	// batchTimeout, whether or not the client is still there to hear it.
+	a := <-r.done
+	return a.res, a.err
 }
 
 // withdraw removes a purchase that no batch has taken yet; false if one has.

@@ -7,11 +7,13 @@ import (
 	"github.com/gin-gonic/gin"
 )
 
-// apiError is every error the API answers: {"error": "human readable", "code": "machine_code"}.
+// apiError is every error the API answers: {"error": "human readable", "code": "machine_code"},
+// and for a purchase the key it ran under, "request_id".
 type apiError struct {
-	Status  int    `json:"-"`
-	Message string `json:"error"`
-	Code    string `json:"code"`
+	Status    int    `json:"-"`
+	Message   string `json:"error"`
+	Code      string `json:"code"`
+	RequestID string `json:"request_id,omitempty"`
 }
 
 func (e *apiError) Error() string { return e.Code + ": " + e.Message }

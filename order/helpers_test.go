@@ -30,6 +30,7 @@ type reply struct {
 	status int
 	body   map[string]any
 	raw    string
+	header http.Header
 }
 
 func (r reply) code() string { s, _ := r.body["code"].(string); return s }
@@ -65,7 +66,7 @@ func call(t testing.TB, method, url, body string, headers ...string) reply {
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
-	r := reply{status: resp.StatusCode, raw: string(raw)}
+	r := reply{status: resp.StatusCode, raw: string(raw), header: resp.Header}
 	_ = json.NewDecoder(bytes.NewReader(raw)).Decode(&r.body)
 	return r
 }

@@ -24,6 +24,7 @@ type purchaseRequest struct {
 }
 
 type purchaseResponse struct {
+	RequestID string          `json:"request_id"` // the Idempotency-Key: the client's, or one made for it
 	Order     inventory.Order `json:"order"`
 	Remaining int64           `json:"remaining"`
 	Replayed  bool            `json:"replayed"`
@@ -39,11 +40,18 @@ func (s *Server) purchase(c *gin.Context) {
 		abortWith(c, apiErr)
 		return
 	}
+	// Every answer names the purchase's key, so that a client who gets no answer it can trust
+	// (a timeout, a 503 outcome_unknown) can look the purchase up or retry it safely.
+	c.Header("Idempotency-Key", p.RequestID)
 	mode := s.Mode()
 	log := s.log.With("sku", p.SKU, "mode", mode, "request_id", p.RequestID)
 	res, err := s.sell(c.Request.Context(), p, mode, log)
+	if errors.Is(err, inventory.ErrOutcomeUnknown) {
+		res, err = s.resolve(c.Request.Context(), p, err, log)
+	}
 	if err != nil {
 		e := purchaseError(err)
+		e.RequestID = p.RequestID
 		s.metrics.orders.WithLabelValues(e.Code).Inc()
 		if e.Status >= 500 {
 			log.Warn("purchase failed", "code", e.Code, "err", err)
@@ -58,7 +66,7 @@ func (s *Server) purchase(c *gin.Context) {
 	s.metrics.orders.WithLabelValues(result).Inc()
 	s.metrics.stock.WithLabelValues(p.SKU).Set(float64(res.Remaining))
 	log.Info("purchase", "result", result, "order", res.Order.ID, "token", res.Order.FenceToken, "remaining", res.Remaining)
-	c.JSON(status, purchaseResponse{Order: res.Order, Remaining: res.Remaining, Replayed: res.Replayed, Replica: s.cfg.ReplicaID, Mode: mode})
+	c.JSON(status, purchaseResponse{RequestID: p.RequestID, Order: res.Order, Remaining: res.Remaining, Replayed: res.Replayed, Replica: s.cfg.ReplicaID, Mode: mode})
 }
 
 func (s *Server) parsePurchase(c *gin.Context) (inventory.Purchase, *apiError) {
@@ -84,7 +92,11 @@ func (s *Server) parsePurchase(c *gin.Context) (inventory.Purchase, *apiError) {
 	if len(key) > 128 || !printableASCII(key) {
 		return inventory.Purchase{}, badRequest("Idempotency-Key must be at most 128 printable ASCII characters")
 	}
-	return inventory.Purchase{SKU: *req.SKU, Qty: *req.Qty, RequestID: key, Replica: s.cfg.ReplicaID}, nil
+	p := inventory.Purchase{SKU: *req.SKU, Qty: *req.Qty, RequestID: key, Replica: s.cfg.ReplicaID}
+	if key == "" {
+		p.RequestID, p.NewKey = newRequestID(), true
+	}
+	return p, nil
 }
 
 // sell runs the deduction in the given mode. In the lock modes the lock spans the whole
@@ -97,7 +109,7 @@ func (s *Server) sell(ctx context.Context, p inventory.Purchase, mode LockMode, 
 	if err != nil {
 		return inventory.Result{}, err
 	}
-	if p.RequestID != "" {
+	if !p.NewKey {
 		if o, found, err := s.store.OrderByRequestID(ctx, p.RequestID); err == nil && found && o.SKU == p.SKU && o.Qty == p.Qty {
 			return inventory.Result{Order: o, Remaining: prod.Stock, Replayed: true}, nil
 		}
@@ -322,6 +334,9 @@ func purchaseError(err error) *apiError {
 		return newError(http.StatusServiceUnavailable, "lock_lost", "the lock was lost before commit; nothing was sold; retry")
 	case errors.Is(err, errLockUnavailable):
 		return newError(http.StatusServiceUnavailable, "lock_unavailable", "the product's lock could not be taken in time; retry")
+	case errors.Is(err, errOutcomeUnknown):
+		return newError(http.StatusServiceUnavailable, "outcome_unknown", "the database did not confirm the purchase and could not be asked in time: "+
+			"it may have been sold. Look it up with GET /v1/orders?request_id=<request_id>, or retry with the same Idempotency-Key: it is never sold twice")
 	case errors.Is(err, context.Canceled):
 		return newError(499, "client_closed", "the client went away; nothing was sold")
 	default:

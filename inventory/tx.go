@@ -1,0 +1,69 @@
+package inventory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+)
+
+// ErrOutcomeUnknown: the transaction's COMMIT was sent and no answer came back (the connection
+// broke, or the context ended while the database worked on it). The changes may or may not have
+// been applied; ResolveRequest learns which.
+var ErrOutcomeUnknown = errors.New("inventory: commit outcome unknown")
+
+// inTx runs fn in one transaction. An error from fn (or a panic) rolls the transaction back, so
+// nothing was changed; an error from the COMMIT itself is ErrOutcomeUnknown. This is the one place
+// that tells the two apart, for every deduction.
+func (s *Store) inTx(ctx context.Context, fn func(tx *gorm.DB) error) error {
+	tx := s.db.WithContext(ctx).Begin()
+	if tx.Error != nil {
+		return fmt.Errorf("begin: %w", tx.Error)
+	}
+	finished := false
+	defer func() {
+		if !finished {
+			_ = tx.Rollback() // fn panicked: roll back, and let the panic go on up
+		}
+	}()
+	err := fn(tx)
+	finished = true
+	if err != nil {
+		if rb := tx.Rollback().Error; rb != nil && !errors.Is(rb, gorm.ErrInvalidTransaction) {
+			// No COMMIT was sent, so the server rolls back when it notices; the error says why.
+			return errors.Join(err, fmt.Errorf("rollback: %w", rb))
+		}
+		return err
+	}
+	if err := tx.Commit().Error; err != nil {
+		return fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
+	}
+	return nil
+}
+
+// ResolveRequest learns what became of a purchase whose commit outcome was unknown, by its
+// idempotency key. The read locks the key's index entry, so it waits until a transaction that
+// still holds that key (a COMMIT the server has not finished, or a connection it has not yet seen
+// die) has ended: found or not, the answer is final. When the database does not answer, or that
+// transaction outlives ctx, it returns an error and the outcome stays unknown.
+func (s *Store) ResolveRequest(ctx context.Context, requestID string) (Order, bool, error) {
+	var o Order
+	found := false
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Where("request_id = ?", requestID).Take(&o).Error
+		switch {
+		case errors.Is(err, gorm.ErrRecordNotFound):
+			return nil
+		case err != nil:
+			return err
+		}
+		found = true
+		return nil
+	})
+	if err != nil {
+		return Order{}, false, fmt.Errorf("inventory: resolve request %q: %w", requestID, err)
+	}
+	return o, found, nil
+}

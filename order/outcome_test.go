@@ -1,0 +1,166 @@
+package order_test
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/zkstock/zkstock/internal/ordertest"
+	"github.com/zkstock/zkstock/internal/tcpproxy"
+	"github.com/zkstock/zkstock/internal/testenv"
+	"github.com/zkstock/zkstock/inventory"
+	"github.com/zkstock/zkstock/order"
+)
+
+// behindDBProxy starts one replica whose database connections go through a proxy that can lose
+// the COMMIT's reply; the returned store reads the same database directly.
+func behindDBProxy(t *testing.T, mode order.LockMode) (*replica, *tcpproxy.Proxy, *inventory.Store) {
+	t.Helper()
+	dsn := testenv.MySQLDatabase(t)
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := tcpproxy.NewMySQL(t, cfg.Addr)
+	proxied := cfg.Clone()
+	proxied.Addr = proxy.Addr()
+	r := ordertest.Start(t, 1, ordertest.Options{Mode: mode, DSN: proxied.FormatDSN()})[0]
+	direct, err := inventory.Open(context.Background(), dsn, inventory.PoolOptions{MaxOpen: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = direct.Close() })
+	return r, proxy, direct
+}
+
+func isCommit(q string) bool { return strings.EqualFold(q, "COMMIT") }
+
+func directAudit(t *testing.T, s *inventory.Store, sku string) inventory.Audit {
+	t.Helper()
+	a, err := s.Audit(context.Background(), sku)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// The database commits the purchase, and its reply is lost with the connection. The service asks
+// the database before it answers, learns that the sale was made, and says so: 201, with the key
+// it made for the purchase in the header and the body.
+func TestCommitAppliedReplyLost(t *testing.T) {
+	for _, mode := range []order.LockMode{order.ModeZK, order.ModeZKBatch, order.ModeDBCAS} {
+		t.Run(string(mode), func(t *testing.T) {
+			r, proxy, direct := behindDBProxy(t, mode)
+			resetStock(t, r, "OUT-1", 10)
+			proxy.CutAfterQuery(isCommit, false)
+			rep := buy(t, r, "OUT-1", 1, "")
+			key, _ := rep.body["request_id"].(string)
+			if rep.status != 201 || !strings.HasPrefix(key, "gen-") || rep.header.Get("Idempotency-Key") != key {
+				t.Fatalf("want 201 with the made key in body and header: %d %s %v", rep.status, rep.raw, rep.header)
+			}
+			if a := directAudit(t, direct, "OUT-1"); a.Orders != 1 || a.Stock != 9 {
+				t.Fatalf("audit %+v", a)
+			}
+			if got := call(t, "GET", r.URL+"/v1/orders?request_id="+url.QueryEscape(key), ""); got.status != 200 || got.orderID() != rep.orderID() {
+				t.Fatalf("look-up by key: %d %s", got.status, got.raw)
+			}
+		})
+	}
+}
+
+// The database commits, and then cannot be reached at all for longer than the service may spend
+// asking. The service does not claim that nothing was sold: 503 outcome_unknown, naming the key.
+// Once the database is back, the key finds the order, and a retry with it sells nothing twice.
+func TestCommitOutcomeUnknown(t *testing.T) {
+	r, proxy, direct := behindDBProxy(t, order.ModeZK)
+	resetStock(t, r, "OUT-2", 10)
+	proxy.CutAfterQuery(isCommit, true)
+	rep := buy(t, r, "OUT-2", 1, "client-key-1")
+	if rep.status != 503 || rep.code() != "outcome_unknown" || rep.body["request_id"] != "client-key-1" ||
+		!strings.Contains(rep.raw, "GET /v1/orders?request_id=") || strings.Contains(rep.raw, "nothing was sold") {
+		t.Fatalf("want 503 outcome_unknown naming the key: %d %s", rep.status, rep.raw)
+	}
+	if a := directAudit(t, direct, "OUT-2"); a.Orders != 1 || a.Stock != 9 {
+		t.Fatalf("the commit was applied, audit %+v", a)
+	}
+	proxy.Restore()
+	if got := call(t, "GET", r.URL+"/v1/orders?request_id=client-key-1", ""); got.status != 200 {
+		t.Fatalf("look-up by key after the outage: %d %s", got.status, got.raw)
+	}
+	if again := buy(t, r, "OUT-2", 1, "client-key-1"); again.status != 200 || again.body["replayed"] != true {
+		t.Fatalf("retry with the key: %d %s", again.status, again.raw)
+	}
+	if a := directAudit(t, direct, "OUT-2"); a.Orders != 1 || a.Stock != 9 {
+		t.Fatalf("sold twice: %+v", a)
+	}
+}
+
+// The COMMIT never reaches the database: the connection dies before it. The service asks, learns
+// that nothing was committed, and only then says so.
+func TestCommitNeverArrived(t *testing.T) {
+	for _, mode := range []order.LockMode{order.ModeZK, order.ModeZKBatch} {
+		t.Run(string(mode), func(t *testing.T) {
+			r, proxy, direct := behindDBProxy(t, mode)
+			resetStock(t, r, "OUT-3", 10)
+			proxy.DropQuery(isCommit)
+			rep := buy(t, r, "OUT-3", 1, "")
+			if rep.status != 503 || rep.code() != "storage_unavailable" || !strings.Contains(rep.raw, "nothing was sold") || rep.body["request_id"] == nil {
+				t.Fatalf("want 503 storage_unavailable, nothing sold, with the key: %d %s", rep.status, rep.raw)
+			}
+			if a := directAudit(t, direct, "OUT-3"); a.Orders != 0 || a.Stock != 10 {
+				t.Fatalf("audit %+v", a)
+			}
+		})
+	}
+}
+
+// In zk-batch, a client that hangs up after a batch has taken its purchase is not counted as
+// "nothing was sold": the batch sells it, and the replica records the sale as made.
+func TestBatchClientLeavesAfterItsPurchaseWasTaken(t *testing.T) {
+	r := ordertest.Start(t, 1, ordertest.Options{Mode: order.ModeZKBatch, WorkDelay: time.Second})[0]
+	resetStock(t, r, "OUT-4", 10)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, "POST", r.URL+"/v1/orders", strings.NewReader(`{"sku":"OUT-4","qty":1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if resp, err := client.Do(req); err == nil {
+		resp.Body.Close()
+		t.Fatalf("answered %d within 300 ms; the work takes 1 s", resp.StatusCode)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for auditOf(t, r, "OUT-4").Orders != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the batch did not sell the purchase: %+v", auditOf(t, r, "OUT-4"))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	metrics := call(t, "GET", r.URL+"/metrics", "").raw
+	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(metrics, `zkstock_orders_total{result="created"} 1`); {
+		if time.Now().After(deadline) {
+			t.Fatalf("the sale is not counted as created:\n%s", grepLines(metrics, "zkstock_orders_total"))
+		}
+		time.Sleep(50 * time.Millisecond)
+		metrics = call(t, "GET", r.URL+"/metrics", "").raw
+	}
+	if strings.Contains(metrics, `result="client_closed"`) {
+		t.Fatalf("counted as client_closed:\n%s", grepLines(metrics, "zkstock_orders_total"))
+	}
+}
+
+func grepLines(s, substr string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, substr) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
