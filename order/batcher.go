@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
+	"runtime/debug"
 	"slices"
 	"sync"
 	"time"
@@ -45,6 +45,8 @@ type batchAnswer struct {
 	err error
 }
 
+// batcherFor is the SKU's batcher. Batchers exist only while they have work: an idle one drops
+// itself from the map (keepRunning), so the map does not grow with every SKU ever sold.
 func (s *Server) batcherFor(sku string) *batcher {
 	s.batchersMu.Lock()
 	defer s.batchersMu.Unlock()
@@ -64,6 +66,7 @@ func (s *Server) sellBatched(ctx context.Context, p inventory.Purchase) (invento
 	b.queue = append(b.queue, r)
 	if !b.running {
 		b.running = true
+		s.batchRuns.Add(1)
 		go b.run()
 	}
 	b.mu.Unlock()
@@ -120,26 +123,74 @@ func (b *batcher) take(n int) []*batchReq {
 	return batch
 }
 
-// keepRunning says whether the loop has work; when it has none it stops, under the same lock
-// that submitters check, so no purchase is left in a queue nobody serves.
+// waiting is a copy of the queue now.
+func (b *batcher) waiting() []*batchReq {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.queue)
+}
+
+// takeOnly removes from the queue those of reqs that are still in it.
+func (b *batcher) takeOnly(reqs []*batchReq) []*batchReq {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var taken []*batchReq
+	b.queue = slices.DeleteFunc(b.queue, func(r *batchReq) bool {
+		if slices.Contains(reqs, r) {
+			taken = append(taken, r)
+			return true
+		}
+		return false
+	})
+	return taken
+}
+
+// keepRunning says whether the loop has work; when it has none it stops and drops the batcher
+// from the server's map, under the same lock that submitters check, so no purchase is left in a
+// queue nobody serves. (A submitter that got this batcher just before it was dropped restarts
+// its loop; the next submitter for the SKU makes a new one. Both sell correctly: each batch
+// takes the SKU's ZooKeeper lock.)
 func (b *batcher) keepRunning() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if len(b.queue) == 0 {
-		b.running = false
-		return false
+	if len(b.queue) > 0 {
+		return true
 	}
-	return true
+	b.running = false
+	b.s.batchersMu.Lock()
+	if b.s.batchers[b.sku] == b {
+		delete(b.s.batchers, b.sku)
+	}
+	b.s.batchersMu.Unlock()
+	return false
 }
 
 func (b *batcher) run() {
+	defer b.s.batchRuns.Done()
 	for b.keepRunning() {
 		b.serveOne()
 	}
 }
 
-// serveOne takes the lock, sells one batch and releases the lock.
+// waitForBatches waits, at most grace, for every batcher's loop to finish its work.
+func (s *Server) waitForBatches(grace time.Duration) {
+	done := make(chan struct{})
+	go func() { s.batchRuns.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(grace):
+		s.log.Warn("zk-batch: batches still selling at shutdown", "waited", grace.String())
+	}
+}
+
+// errBatchPanicked: a batch's sale panicked; whether it committed is learnt by each purchase's key.
+var errBatchPanicked = errors.New("zk-batch: the batch's sale panicked")
+
+// serveOne takes the lock, sells one batch and releases the lock. A failure to take the lock fails
+// only the purchases that were waiting when this attempt began: those that came during it get an
+// attempt of their own, with their own LOCK_TIMEOUT.
 func (b *batcher) serveOne() {
+	waiting := b.waiting()
 	var lease *dlock.Lease
 	err := b.s.withLock(context.Background(), b.s.log.With("sku", b.sku), func(lockCtx context.Context) (release, error) {
 		l, err := dlock.NewMutex(b.s.locks, lockPath(b.sku)).Lock(lockCtx)
@@ -155,17 +206,38 @@ func (b *batcher) serveOne() {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
 		defer cancel()
-		for i, a := range b.sell(ctx, lease, batch) {
+		for i, a := range b.sellRecovering(ctx, lease, batch) {
 			batch[i].done <- a
 		}
 		return nil
 	})
 	if err != nil {
 		// Everyone who waited through this attempt gets the same answer as in mode zk.
-		for _, r := range b.take(math.MaxInt) {
+		for _, r := range b.takeOnly(waiting) {
 			r.done <- batchAnswer{err: err}
 		}
 	}
+}
+
+// sellRecovering is sell, but a panic in it fails this batch's purchases instead of the replica.
+// The panic may have come after the commit, so the answer is "outcome unknown", which each
+// purchase resolves by its key before its client hears anything.
+func (b *batcher) sellRecovering(ctx context.Context, lease *dlock.Lease, batch []*batchReq) (answers []batchAnswer) {
+	defer func() {
+		if r := recover(); r != nil {
+			b.s.log.Error("zk-batch: a batch panicked; its purchases are resolved by their keys",
+				"sku", b.sku, "purchases", len(batch), "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+			err := fmt.Errorf("%w: %w: %v", inventory.ErrOutcomeUnknown, errBatchPanicked, r)
+			answers = make([]batchAnswer, len(batch))
+			for i := range answers {
+				answers[i].err = err
+			}
+		}
+	}()
+	if b.s.batchPanic != nil {
+		b.s.batchPanic()
+	}
+	return b.sell(ctx, lease, batch)
 }
 
 // sell does every purchase's work at once (the simulated payment calls run side by side), then

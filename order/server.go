@@ -47,7 +47,9 @@ type Server struct {
 	reg     *prometheus.Registry
 
 	batchersMu sync.Mutex
-	batchers   map[string]*batcher // mode zk-batch, per SKU
+	batchers   map[string]*batcher // mode zk-batch, per SKU with purchases queued or selling
+	batchRuns  sync.WaitGroup      // the batchers' loops, which Close waits for
+	batchPanic func()              // tests only: runs inside every batch's sale
 
 	herdMu sync.Mutex
 	herd   *teaching.Client // mode zk-herd's session, opened on first use
@@ -71,9 +73,10 @@ func (s *Server) herdClient(ctx context.Context) (*teaching.Client, error) {
 	return s.herd, nil
 }
 
-// Close ends what the server opened itself: mode zk-herd's session, whose nodes go with it, and
-// the redis modes' client.
+// Close waits for the batches that are selling (mode zk-batch) and ends what the server opened
+// itself: mode zk-herd's session, whose nodes go with it, and the redis modes' client.
 func (s *Server) Close() {
+	s.waitForBatches(shutdownGrace)
 	s.herdMu.Lock()
 	if s.herd != nil {
 		_ = s.herd.Close()

@@ -1,0 +1,13 @@
+package order
+
+// Hooks for the tests in package order_test.
+
+// SetBatchPanic makes every zk-batch sale call f first (a panic in f is a panic in the batch).
+func (s *Server) SetBatchPanic(f func()) { s.batchPanic = f }
+
+// Batchers is how many SKUs have a batcher now.
+func (s *Server) Batchers() int {
+	s.batchersMu.Lock()
+	defer s.batchersMu.Unlock()
+	return len(s.batchers)
+}
