@@ -16,12 +16,17 @@ type Audit struct {
 	SKU          string `json:"sku"`
 	InitialStock int64  `json:"initial_stock"`
 	Stock        int64  `json:"stock"`
-	Orders       int64  `json:"orders"`
-	UnitsSold    int64  `json:"units_sold"`
-	// Oversold is units sold beyond the initial stock.
+	// Orders and UnitsSold count the orders that stand: a cancelled order's units are back in stock.
+	Orders    int64 `json:"orders"`
+	UnitsSold int64 `json:"units_sold"`
+	// Cancelled and UnitsRestocked count the cancelled orders and the units they returned.
+	Cancelled      int64 `json:"cancelled"`
+	UnitsRestocked int64 `json:"units_restocked"`
+	// Oversold is units sold (and not returned) beyond the initial stock.
 	Oversold int64 `json:"oversold"`
-	// LostUpdates is units sold minus units deducted from stock: deductions that a concurrent
-	// read-modify-write overwrote.
+	// LostUpdates is how many units the stock is off from what the orders say it must be,
+	// InitialStock - UnitsSold: deductions (stock too high) or restocks (stock too low) that a
+	// concurrent read-modify-write overwrote.
 	LostUpdates int64 `json:"lost_updates"`
 }
 
@@ -34,7 +39,9 @@ func (s *Store) Audit(ctx context.Context, sku string) (Audit, error) {
 			return err
 		}
 		a.InitialStock, a.Stock = p.InitialStock, p.Stock
-		return tx.Raw("SELECT COUNT(*), COALESCE(SUM(qty), 0) FROM orders WHERE sku = ?", sku).Row().Scan(&a.Orders, &a.UnitsSold)
+		return tx.Raw(`SELECT COALESCE(SUM(cancelled_at IS NULL), 0), COALESCE(SUM(CASE WHEN cancelled_at IS NULL THEN qty END), 0),
+			COALESCE(SUM(cancelled_at IS NOT NULL), 0), COALESCE(SUM(CASE WHEN cancelled_at IS NOT NULL THEN qty END), 0)
+			FROM orders WHERE sku = ?`, sku).Row().Scan(&a.Orders, &a.UnitsSold, &a.Cancelled, &a.UnitsRestocked)
 	}, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
 	if errors.Is(err, gorm.ErrRecordNotFound) {
 		return Audit{}, ErrUnknownSKU
@@ -43,6 +50,9 @@ func (s *Store) Audit(ctx context.Context, sku string) (Audit, error) {
 		return Audit{}, fmt.Errorf("inventory: audit %s: %w", sku, err)
 	}
 	a.Oversold = max(0, a.UnitsSold-a.InitialStock)
-	a.LostUpdates = a.UnitsSold - (a.InitialStock - a.Stock)
+	a.LostUpdates = a.Stock - (a.InitialStock - a.UnitsSold)
+	if a.LostUpdates < 0 {
+		a.LostUpdates = -a.LostUpdates
+	}
 	return a, nil
 }

@@ -138,16 +138,9 @@ func deduct(ctx context.Context, tx *gorm.DB, p Purchase, mode Mode, hooks Hooks
 // readCheckWrite is the deduction of the Fenced, Unfenced, Unsafe and ForUpdate modes: read the
 // stock, check it, do the work, write the new value.
 func readCheckWrite(ctx context.Context, tx *gorm.DB, p Purchase, mode Mode, hooks Hooks) (int64, error) {
-	read := "SELECT stock FROM products WHERE sku = ?"
-	if mode == ForUpdate {
-		read += " FOR UPDATE"
-	}
-	var stock int64
-	if err := tx.Raw(read, p.SKU).Row().Scan(&stock); err != nil {
-		if errors.Is(err, errNoRows) {
-			return 0, ErrUnknownSKU
-		}
-		return 0, fmt.Errorf("read stock: %w", err)
+	stock, err := readStock(tx, p.SKU, mode == ForUpdate)
+	if err != nil {
+		return 0, err
 	}
 	if stock < p.Qty {
 		return 0, ErrOutOfStock
@@ -176,12 +169,9 @@ func deductCAS(ctx context.Context, tx *gorm.DB, p Purchase, hooks Hooks) (int64
 	if r.Error != nil {
 		return 0, fmt.Errorf("claim stock: %w", r.Error)
 	}
-	var stock int64
-	if err := tx.Raw("SELECT stock FROM products WHERE sku = ?", p.SKU).Row().Scan(&stock); err != nil {
-		if errors.Is(err, errNoRows) {
-			return 0, ErrUnknownSKU
-		}
-		return 0, fmt.Errorf("read stock: %w", err)
+	stock, err := readStock(tx, p.SKU, false)
+	if err != nil {
+		return 0, err
 	}
 	if r.RowsAffected == 0 {
 		return 0, ErrOutOfStock
@@ -228,9 +218,9 @@ func replayOf(db *gorm.DB, o Order, p Purchase) (Result, error) {
 	if o.SKU != p.SKU || o.Qty != p.Qty {
 		return Result{}, ErrKeyReused
 	}
-	var stock int64
-	if err := db.Raw("SELECT stock FROM products WHERE sku = ?", o.SKU).Row().Scan(&stock); err != nil {
-		return Result{}, fmt.Errorf("read stock: %w", err)
+	stock, err := readStock(db, o.SKU, false)
+	if err != nil {
+		return Result{}, err
 	}
 	return Result{Order: o, Remaining: stock, Replayed: true}, nil
 }

@@ -12,4 +12,6 @@ var (
 	ErrStaleToken = errors.New("inventory: stale fencing token")
 	// ErrKeyReused: the idempotency key belongs to an order for another SKU or quantity.
 	ErrKeyReused = errors.New("inventory: idempotency key used for a different purchase")
+	// ErrUnknownOrder: no such order (of that SKU).
+	ErrUnknownOrder = errors.New("inventory: unknown order")
 )

@@ -24,6 +24,8 @@ type Order struct {
 	Replica    string    `gorm:"column:replica;size:64;not null" json:"replica"`
 	FenceToken int64     `gorm:"column:fence_token;not null" json:"fence_token"`
 	CreatedAt  time.Time `gorm:"column:created_at" json:"created_at"`
+	// CancelledAt is when the order was cancelled and its units returned to stock; NULL while it stands.
+	CancelledAt *time.Time `gorm:"column:cancelled_at" json:"cancelled_at,omitempty"`
 }
 
 func (Product) TableName() string { return "products" }

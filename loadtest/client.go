@@ -78,6 +78,9 @@ func (a *api) do(ctx context.Context, method, url string, body, out any, header 
 
 type purchaseAnswer struct {
 	Remaining int64 `json:"remaining"`
+	Order     struct {
+		ID int64 `json:"id"`
+	} `json:"order"`
 }
 
 // Audit is the replica's audit of the SKU.
@@ -86,6 +89,9 @@ type Audit struct {
 	Stock        int64 `json:"stock"`
 	Orders       int64 `json:"orders"`
 	UnitsSold    int64 `json:"units_sold"`
-	Oversold     int64 `json:"oversold"`
-	LostUpdates  int64 `json:"lost_updates"`
+	// Cancelled orders' units went back to stock; Orders and UnitsSold count the others.
+	Cancelled      int64 `json:"cancelled"`
+	UnitsRestocked int64 `json:"units_restocked"`
+	Oversold       int64 `json:"oversold"`
+	LostUpdates    int64 `json:"lost_updates"`
 }

@@ -21,6 +21,7 @@ type Config struct {
 	Modes       []string      // lock modes to compare, in order
 	AdminToken  string        `json:"-"` // bearer token for /admin; never written to a report
 	Timeout     time.Duration // per request
+	CancelRatio float64       // share of accepted orders cancelled during the load, 0 to 1
 }
 
 // LockedModes are the modes that must keep the stock exact (under faults the unfenced ones may
@@ -54,6 +55,9 @@ func (c Config) Validate() error {
 	}
 	if c.Qty < 1 {
 		errs = append(errs, errors.New("-qty must be at least 1"))
+	}
+	if c.CancelRatio < 0 || c.CancelRatio > 1 || c.CancelRatio != c.CancelRatio {
+		errs = append(errs, errors.New("-cancel-ratio must be from 0 to 1"))
 	}
 	if len(c.Modes) == 0 {
 		errs = append(errs, errors.New("-modes: name at least one lock mode"))

@@ -33,28 +33,33 @@ type Machine struct {
 
 // Row is one mode's outcome.
 type Row struct {
-	Mode         string         `json:"mode"`
-	Requests     int            `json:"requests"`
-	Accepted     int            `json:"accepted"`
-	SoldOut      int            `json:"sold_out"`
-	Errors       int            `json:"errors"`
-	Failovers    int            `json:"failovers"` // purchases retried on the next replica (same Idempotency-Key)
-	ErrorCodes   map[string]int `json:"error_codes,omitempty"`
-	InitialStock int64          `json:"initial_stock"`
-	FinalStock   int64          `json:"final_stock"`
-	Orders       int64          `json:"orders"`
-	UnitsSold    int64          `json:"units_sold"`
-	Oversold     int64          `json:"oversold"`
-	LostUpdates  int64          `json:"lost_updates"`
-	Undersold    int64          `json:"undersold"`
-	Seconds      float64        `json:"seconds"`
-	Throughput   float64        `json:"throughput_rps"`
-	P50          float64        `json:"p50_ms"`
-	P95          float64        `json:"p95_ms"`
-	P99          float64        `json:"p99_ms"`
-	Max          float64        `json:"max_ms"`
-	Latency      []LatencyPoint `json:"latency"`
-	Sales        []Sale         `json:"sales"`
+	Mode      string `json:"mode"`
+	Requests  int    `json:"requests"`
+	Accepted  int    `json:"accepted"`
+	SoldOut   int    `json:"sold_out"`
+	Errors    int    `json:"errors"`
+	Failovers int    `json:"failovers"` // purchases retried on the next replica (same Idempotency-Key)
+	// Cancellations (-cancel-ratio): orders cancelled during the load, failed cancellations, and
+	// the units the audit found returned to stock.
+	Cancelled      int            `json:"cancelled"`
+	CancelErrors   int            `json:"cancel_errors"`
+	UnitsRestocked int64          `json:"units_restocked"`
+	ErrorCodes     map[string]int `json:"error_codes,omitempty"`
+	InitialStock   int64          `json:"initial_stock"`
+	FinalStock     int64          `json:"final_stock"`
+	Orders         int64          `json:"orders"`
+	UnitsSold      int64          `json:"units_sold"`
+	Oversold       int64          `json:"oversold"`
+	LostUpdates    int64          `json:"lost_updates"`
+	Undersold      int64          `json:"undersold"`
+	Seconds        float64        `json:"seconds"`
+	Throughput     float64        `json:"throughput_rps"`
+	P50            float64        `json:"p50_ms"`
+	P95            float64        `json:"p95_ms"`
+	P99            float64        `json:"p99_ms"`
+	Max            float64        `json:"max_ms"`
+	Latency        []LatencyPoint `json:"latency"`
+	Sales          []Sale         `json:"sales"`
 }
 
 // LatencyPoint is one point of the latency distribution.
@@ -152,7 +157,18 @@ func (r *Report) WriteTable(w io.Writer) error {
 	for _, row := range r.Rows {
 		fmt.Fprintln(tw, strings.Join(row.cells(), "\t")+"\t")
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, row := range r.Rows {
+		if row.Cancelled+row.CancelErrors > 0 {
+			if _, err := fmt.Fprintf(w, "%s: %d orders cancelled during the load (%d cancellations failed), %d units back in stock; orders and units count the orders that stand\n",
+				row.Mode, row.Cancelled, row.CancelErrors, row.UnitsRestocked); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // WriteMarkdown prints the rows as a Markdown table, for the docs.

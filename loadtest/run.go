@@ -46,6 +46,12 @@ type sample struct {
 	code      string
 	remaining int64
 	failovers int // replicas tried before the one that answered
+	orderID   int64
+	// The cancellation of the order, when this purchase drew one (-cancel-ratio).
+	cancelTried  bool
+	cancelled    bool          // 200: the units are back
+	cancelStatus int           // otherwise
+	cancelAt     time.Duration // since the mode started, when the cancellation was answered
 }
 
 func runMode(ctx context.Context, a *api, cfg Config, mode string, progress Progress) (Row, error) {
@@ -83,6 +89,10 @@ func runMode(ctx context.Context, a *api, cfg Config, mode string, progress Prog
 			t0 := time.Now()
 			s := purchase(ctx, a, cfg.Targets, i, body, fmt.Sprintf("lt-%s-%s-%d", run, mode, i))
 			s.at, s.latency = time.Since(start), time.Since(t0)
+			if s.status == http.StatusCreated && drawCancel(cfg.CancelRatio, i) {
+				cancelOrder(ctx, a, cfg.Targets[(i+1)%len(cfg.Targets)], &s)
+				s.cancelAt = time.Since(start)
+			}
 			samples[i] = s
 			progress.Add(1)
 		}(i)
@@ -108,7 +118,7 @@ func purchase(ctx context.Context, a *api, targets []string, i int, body any, ke
 		target := targets[(i+attempt)%len(targets)]
 		var ans purchaseAnswer
 		status, err := a.do(ctx, http.MethodPost, target+"/v1/orders", body, &ans, map[string]string{"Idempotency-Key": key})
-		s = sample{status: status, remaining: ans.Remaining, failovers: attempt}
+		s = sample{status: status, remaining: ans.Remaining, failovers: attempt, orderID: ans.Order.ID}
 		var ae *apiError
 		switch {
 		case errors.As(err, &ae):
@@ -121,6 +131,19 @@ func purchase(ctx context.Context, a *api, targets []string, i int, body any, ke
 		}
 	}
 	return s
+}
+
+// drawCancel says whether purchase i's order is cancelled: a share ratio of them, spread evenly
+// over the run (the same ones every run).
+func drawCancel(ratio float64, i int) bool {
+	return ratio > 0 && int(float64(i+1)*ratio) > int(float64(i)*ratio)
+}
+
+// cancelOrder cancels the sample's order on a replica other than the one that sold it.
+func cancelOrder(ctx context.Context, a *api, target string, s *sample) {
+	s.cancelTried = true
+	status, err := a.do(ctx, http.MethodPost, fmt.Sprintf("%s/v1/orders/%d/cancel", target, s.orderID), nil, nil, nil)
+	s.cancelled, s.cancelStatus = err == nil && status == http.StatusOK, status
 }
 
 // auditAny asks the replicas in turn for the SKU's audit, so that one replica down does not lose
@@ -151,11 +174,29 @@ func summarize(mode string, cfg Config, samples []sample, elapsed time.Duration,
 	row := Row{
 		Mode: mode, Requests: len(samples), ErrorCodes: map[string]int{},
 		InitialStock: audit.InitialStock, FinalStock: audit.Stock, Orders: audit.Orders, UnitsSold: audit.UnitsSold,
-		Oversold: audit.Oversold, LostUpdates: audit.LostUpdates,
+		Oversold: audit.Oversold, LostUpdates: audit.LostUpdates, UnitsRestocked: audit.UnitsRestocked,
 		Seconds: elapsed.Seconds(), Throughput: float64(len(samples)) / elapsed.Seconds(),
 	}
 	hist := hdrhistogram.New(1, int64(10*time.Minute/time.Microsecond), 3)
+	var lastRestock time.Duration // when the last cancellation was answered
 	for _, s := range samples {
+		if s.cancelled && s.cancelAt > lastRestock {
+			lastRestock = s.cancelAt
+		}
+	}
+	soldOutAfterRestocks := false
+	for _, s := range samples {
+		switch {
+		case s.cancelled:
+			row.Cancelled++
+		case s.cancelTried:
+			row.CancelErrors++
+		}
+		// A sold-out answer to a purchase sent after the last restock: the stock was then at most
+		// what it is now, since only sales followed.
+		if s.code == "out_of_stock" && s.at-s.latency >= lastRestock {
+			soldOutAfterRestocks = true
+		}
 		_ = hist.RecordValue(max(1, s.latency.Microseconds()))
 		row.Failovers += s.failovers
 		switch {
@@ -169,8 +210,10 @@ func summarize(mode string, cfg Config, samples []sample, elapsed time.Duration,
 			row.ErrorCodes[s.code]++
 		}
 	}
-	// Buyers were turned away although a whole purchase was still in stock.
-	if row.SoldOut > 0 && row.FinalStock >= int64(cfg.Qty) {
+	// Buyers were turned away although a whole purchase was still in stock. With cancellations,
+	// only a buyer turned away after the last restock counts: an earlier one may have met an
+	// empty shelf that a later cancellation filled.
+	if soldOutAfterRestocks && row.FinalStock >= int64(cfg.Qty) {
 		row.Undersold = row.FinalStock
 	}
 	q := func(p float64) float64 { return float64(hist.ValueAtQuantile(p)) / 1000 }

@@ -12,10 +12,11 @@ import (
 )
 
 type metrics struct {
-	orders   *prometheus.CounterVec
-	lockWait prometheus.Histogram
-	lockHold prometheus.Histogram
-	stock    *prometheus.GaugeVec
+	orders        *prometheus.CounterVec
+	cancellations *prometheus.CounterVec
+	lockWait      prometheus.Histogram
+	lockHold      prometheus.Histogram
+	stock         *prometheus.GaugeVec
 }
 
 var lockBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
@@ -24,6 +25,9 @@ func newMetrics(reg *prometheus.Registry, zkStats func() dlock.Stats) (*metrics,
 	m := &metrics{
 		orders: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "zkstock_orders_total", Help: "Purchase requests by result (created, replayed, or the error code).",
+		}, []string{"result"}),
+		cancellations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "zkstock_cancellations_total", Help: "Cancellation requests by result (cancelled, replayed, or the error code).",
 		}, []string{"result"}),
 		lockWait: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "zkstock_lock_wait_seconds", Help: "Time spent waiting for a SKU lock.", Buckets: lockBuckets,
@@ -35,7 +39,7 @@ func newMetrics(reg *prometheus.Registry, zkStats func() dlock.Stats) (*metrics,
 			Name: "zkstock_stock", Help: "Stock left as this replica last saw it.",
 		}, []string{"sku"}),
 	}
-	for _, c := range []prometheus.Collector{m.orders, m.lockWait, m.lockHold, m.stock, zkCollector{zkStats},
+	for _, c := range []prometheus.Collector{m.orders, m.cancellations, m.lockWait, m.lockHold, m.stock, zkCollector{zkStats},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("order: register metrics: %w", err)

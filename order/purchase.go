@@ -99,9 +99,7 @@ func (s *Server) parsePurchase(c *gin.Context) (inventory.Purchase, *apiError) {
 	return p, nil
 }
 
-// sell runs the deduction in the given mode. In the lock modes the lock spans the whole
-// transaction: taken before the first read, released only after commit or rollback, on every
-// path including a panic, with a context the caller cannot cancel.
+// sell runs the deduction in the given mode (see underLock).
 func (s *Server) sell(ctx context.Context, p inventory.Purchase, mode LockMode, log *slog.Logger) (inventory.Result, error) {
 	// Two reads before the lock: a retry of a finished purchase is answered from the orders
 	// table, and an unknown SKU is refused without creating a lock path in ZooKeeper for it.
@@ -114,84 +112,101 @@ func (s *Server) sell(ctx context.Context, p inventory.Purchase, mode LockMode, 
 			return inventory.Result{Order: o, Remaining: prod.Stock, Replayed: true}, nil
 		}
 	}
+	if mode == ModeZKBatch {
+		return s.sellBatched(ctx, p)
+	}
+	var res inventory.Result
+	err = s.underLock(ctx, p.SKU, mode, log, func(ctx context.Context, m inventory.Mode, token int64, hooks inventory.Hooks) error {
+		p.Token = token
+		var err error
+		res, err = s.store.Deduct(ctx, p, m, hooks)
+		return err
+	})
+	return res, err
+}
+
+// stockChange is one change of a SKU's stock (a sale, a cancellation) as a lock mode runs it: the
+// inventory mode that protects it, the fencing token (0 where there is none) and the hooks that
+// run the critical section's work and look at the lease before commit.
+type stockChange func(ctx context.Context, m inventory.Mode, token int64, hooks inventory.Hooks) error
+
+// underLock runs a stock change of one SKU under the mode's lock: the one place that says what
+// each mode does. Mode zk-batch's purchases go through the batchers (sellBatched); anything else
+// it sells (a cancellation) runs under the SKU's ZooKeeper lock as in mode zk. In the lock modes
+// the lock spans the whole transaction: taken before the first read, released only after commit
+// or rollback, on every path including a panic, with a context the caller cannot cancel.
+func (s *Server) underLock(ctx context.Context, sku string, mode LockMode, log *slog.Logger, change stockChange) error {
 	switch mode {
 	case ModeNone:
-		return s.store.Deduct(ctx, p, inventory.Unsafe, inventory.Hooks{Work: s.work(nil)})
+		return change(ctx, inventory.Unsafe, 0, inventory.Hooks{Work: s.work(nil)})
 	case ModeDBForUpdate:
-		return s.store.Deduct(ctx, p, inventory.ForUpdate, inventory.Hooks{Work: s.work(nil)})
+		return change(ctx, inventory.ForUpdate, 0, inventory.Hooks{Work: s.work(nil)})
 	case ModeDBCAS:
-		return s.store.Deduct(ctx, p, inventory.CAS, inventory.Hooks{Work: s.work(nil)})
+		return change(ctx, inventory.CAS, 0, inventory.Hooks{Work: s.work(nil)})
 	case ModeDBLockTable:
-		return s.sellUnderTableLock(ctx, p, log)
-	case ModeZKBatch:
-		return s.sellBatched(ctx, p)
+		return s.underTableLock(ctx, sku, log, change)
 	case ModeRedis, ModeRedisFenced:
-		return s.sellUnderRedisLock(ctx, p, mode == ModeRedisFenced, log)
+		return s.underRedisLock(ctx, sku, mode == ModeRedisFenced, log, change)
 	}
-
-	lock := func(ctx context.Context) (heldLock, error) { return dlock.NewMutex(s.locks, lockPath(p.SKU)).Lock(ctx) }
+	lock := func(ctx context.Context) (heldLock, error) { return dlock.NewMutex(s.locks, lockPath(sku)).Lock(ctx) }
 	if mode == ModeZKHerd {
 		lock = func(ctx context.Context) (heldLock, error) {
 			c, err := s.herdClient(ctx)
 			if err != nil {
 				return nil, err
 			}
-			return teaching.NewHerdLock(c, lockPath(p.SKU)).Lock(ctx)
+			return teaching.NewHerdLock(c, lockPath(sku)).Lock(ctx)
 		}
 	}
 	invMode := inventory.Fenced
 	if mode == ModeZKUnfenced {
 		invMode = inventory.Unfenced
 	}
-	return s.sellUnderLease(ctx, p, invMode, lock, log)
+	return s.underLease(ctx, invMode, lock, log, change)
 }
 
-// sellUnderLease is a sale under a lease that knows when it is lost, whoever issued it: the lease's
-// token goes to the (fenced) deduction, the work runs under the lease's context, and the lease is
+// underLease is a change under a lease that knows when it is lost, whoever issued it: the lease's
+// token goes to the (fenced) change, the work runs under the lease's context, and the lease is
 // looked at once more before commit.
-func (s *Server) sellUnderLease(ctx context.Context, p inventory.Purchase, invMode inventory.Mode, lock func(context.Context) (heldLock, error), log *slog.Logger) (inventory.Result, error) {
+func (s *Server) underLease(ctx context.Context, invMode inventory.Mode, lock func(context.Context) (heldLock, error), log *slog.Logger, change stockChange) error {
 	var lease heldLock
-	var res inventory.Result
-	err := s.withLock(ctx, log, func(lockCtx context.Context) (release, error) {
+	return s.withLock(ctx, log, func(lockCtx context.Context) (release, error) {
 		l, err := lock(lockCtx)
 		if err != nil {
 			return nil, err
 		}
 		lease = l
 		return l.Unlock, nil
-	}, func() (err error) {
-		p.Token = lease.Token()
-		res, err = s.store.Deduct(ctx, p, invMode, inventory.Hooks{Work: s.work(lease), BeforeCommit: stillHeld(lease)})
-		return err
+	}, func() error {
+		return change(ctx, invMode, lease.Token(), inventory.Hooks{Work: s.work(lease), BeforeCommit: stillHeld(lease)})
 	})
-	return res, err
 }
 
-// sellUnderRedisLock is modes redis and redis-fenced: the Redis lock around the unfenced
-// deduction, or around the fenced one with the token Redis issued with the lock. When the fence
-// refuses a Redis token, Redis's counter is behind the database (Redis lost it in a restart, or
-// the SKU was sold under other tokens before): the refusal wrote nothing, so the purchase raises
-// the counter to the fence and tries once more with a new lock and a new token.
-func (s *Server) sellUnderRedisLock(ctx context.Context, p inventory.Purchase, fenced bool, log *slog.Logger) (inventory.Result, error) {
-	res, err := s.sellUnderRedisLockOnce(ctx, p, fenced, log)
-	if fenced && errors.Is(err, inventory.ErrStaleToken) && s.raiseRedisToken(ctx, p.SKU, log) {
-		res, err = s.sellUnderRedisLockOnce(ctx, p, fenced, log)
+// underRedisLock is modes redis and redis-fenced: the Redis lock around the unfenced change, or
+// around the fenced one with the token Redis issued with the lock. When the fence refuses a Redis
+// token, Redis's counter is behind the database (Redis lost it in a restart, or the SKU was sold
+// under other tokens before): the refusal wrote nothing, so the change raises the counter to the
+// fence and tries once more with a new lock and a new token.
+func (s *Server) underRedisLock(ctx context.Context, sku string, fenced bool, log *slog.Logger, change stockChange) error {
+	err := s.underRedisLockOnce(ctx, sku, fenced, log, change)
+	if fenced && errors.Is(err, inventory.ErrStaleToken) && s.raiseRedisToken(ctx, sku, log) {
+		err = s.underRedisLockOnce(ctx, sku, fenced, log, change)
 	}
-	return res, err
+	return err
 }
 
-func (s *Server) sellUnderRedisLockOnce(ctx context.Context, p inventory.Purchase, fenced bool, log *slog.Logger) (inventory.Result, error) {
+func (s *Server) underRedisLockOnce(ctx context.Context, sku string, fenced bool, log *slog.Logger, change stockChange) error {
 	invMode := inventory.Unfenced
 	if fenced {
 		invMode = inventory.Fenced
 	}
-	return s.sellUnderLease(ctx, p, invMode, func(ctx context.Context) (heldLock, error) {
-		l, err := s.redisLocks().lock(ctx, p.SKU, fenced)
+	return s.underLease(ctx, invMode, func(ctx context.Context) (heldLock, error) {
+		l, err := s.redisLocks().lock(ctx, sku, fenced)
 		if err != nil {
 			return nil, err // not a nil *redisLease in the interface
 		}
 		return l, nil
-	}, log)
+	}, log, change)
 }
 
 // raiseRedisToken lifts the SKU's Redis token counter to the database's fence after the fence
@@ -218,21 +233,18 @@ func (s *Server) raiseRedisToken(ctx context.Context, sku string, log *slog.Logg
 // tableLockTTL bounds how long a crashed holder of a table lock blocks the SKU.
 const tableLockTTL = 10 * time.Second
 
-// sellUnderTableLock is mode db-locktable: the database lock of the classic comparison, polled
-// every 2 ms, around the same unfenced deduction.
-func (s *Server) sellUnderTableLock(ctx context.Context, p inventory.Purchase, log *slog.Logger) (inventory.Result, error) {
-	var res inventory.Result
-	err := s.withLock(ctx, log, func(lockCtx context.Context) (release, error) {
-		held, err := s.store.AcquireTableLock(lockCtx, "sku:"+p.SKU, tableLockTTL, 2*time.Millisecond)
+// underTableLock is mode db-locktable: the database lock of the classic comparison, polled
+// every 2 ms, around the same unfenced change.
+func (s *Server) underTableLock(ctx context.Context, sku string, log *slog.Logger, change stockChange) error {
+	return s.withLock(ctx, log, func(lockCtx context.Context) (release, error) {
+		held, err := s.store.AcquireTableLock(lockCtx, "sku:"+sku, tableLockTTL, 2*time.Millisecond)
 		if err != nil {
 			return nil, err
 		}
 		return held.Release, nil
-	}, func() (err error) {
-		res, err = s.store.Deduct(ctx, p, inventory.Unfenced, inventory.Hooks{Work: s.work(nil)})
-		return err
+	}, func() error {
+		return change(ctx, inventory.Unfenced, 0, inventory.Hooks{Work: s.work(nil)})
 	})
-	return res, err
 }
 
 // heldLock is what a locked sale needs of its lock: a dlock Lease, or in mode zk-herd a teaching

@@ -138,6 +138,7 @@ func (s *Server) Handler() http.Handler {
 	r.POST("/v1/orders", s.limitBody, s.purchase)
 	r.GET("/v1/orders", s.orderByKey)
 	r.GET("/v1/orders/:id", s.orderByID)
+	r.POST("/v1/orders/:id/cancel", s.limitBody, s.cancelOrder)
 	r.GET("/v1/products/:sku/orders", s.productOrders)
 	r.GET("/v1/products/:sku", s.product)
 	r.GET("/v1/products/:sku/audit", s.audit)

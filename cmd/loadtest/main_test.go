@@ -171,6 +171,41 @@ func TestFailsOverWhenAReplyIsLost(t *testing.T) {
 	}
 }
 
+// -cancel-ratio cancels a share of the accepted orders during the load: in zk the audit is exact
+// with the restocks in the mix; in none the report shows what the race did.
+func TestCancelRatio(t *testing.T) {
+	rs := ordertest.Start(t, 3, ordertest.Options{WorkDelay: 2 * time.Millisecond})
+	jsonPath := filepath.Join(t.TempDir(), "r.json")
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"-targets", targets(rs), "-sku", "LT-4", "-stock", "60", "-requests", "200",
+		"-concurrency", "30", "-modes", "none,zk", "-cancel-ratio", "0.25", "-admin-token", ordertest.AdminToken, "-json", jsonPath}, &stdout, &stderr)
+	t.Logf("table:\n%s", stdout.String())
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	var rep loadtest.Report
+	raw, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &rep); err != nil {
+		t.Fatal(err)
+	}
+	zk := rep.Rows[1]
+	if zk.Cancelled == 0 || zk.CancelErrors != 0 || zk.UnitsRestocked != int64(zk.Cancelled) || zk.Oversold != 0 || zk.LostUpdates != 0 ||
+		zk.Undersold != 0 || int64(zk.Accepted) != zk.Orders+int64(zk.Cancelled) || zk.FinalStock != 60-zk.UnitsSold {
+		t.Fatalf("zk with cancellations is not exact: %+v", zk)
+	}
+	if !strings.Contains(stdout.String(), "zk: ") || !strings.Contains(stdout.String(), "orders cancelled during the load") {
+		t.Fatalf("the table does not report the cancellations:\n%s", stdout.String())
+	}
+	for _, args := range [][]string{{"-cancel-ratio", "-0.1"}, {"-cancel-ratio", "1.5"}, {"-cancel-ratio", "x"}} {
+		if code := run(context.Background(), args, io.Discard, io.Discard); code != 2 {
+			t.Errorf("%v: exit %d, want 2", args, code)
+		}
+	}
+}
+
 func TestUsage(t *testing.T) {
 	for _, args := range [][]string{{"-requests", "0"}, {"-targets", "ftp://x"}, {"-modes", ""}, {"-concurrency", "x"}, {"stray"}} {
 		var stdout, stderr bytes.Buffer
