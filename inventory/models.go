@@ -20,7 +20,7 @@ type Order struct {
 	ID         int64     `gorm:"column:id;primaryKey;autoIncrement" json:"id"`
 	SKU        string    `gorm:"column:sku;size:64;not null;index" json:"sku"`
 	Qty        int64     `gorm:"column:qty;not null" json:"qty"`
-	RequestID  *string   `gorm:"column:request_id;size:128;uniqueIndex" json:"request_id,omitempty"`
+	RequestID  *string   `gorm:"column:request_id;size:200;uniqueIndex" json:"request_id,omitempty"` // a cart item's: KEY#SKU
 	Replica    string    `gorm:"column:replica;size:64;not null" json:"replica"`
 	FenceToken int64     `gorm:"column:fence_token;not null" json:"fence_token"`
 	CreatedAt  time.Time `gorm:"column:created_at" json:"created_at"`

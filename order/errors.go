@@ -14,6 +14,7 @@ type apiError struct {
 	Message   string `json:"error"`
 	Code      string `json:"code"`
 	RequestID string `json:"request_id,omitempty"`
+	SKU       string `json:"sku,omitempty"` // a cart's first short item (out_of_stock)
 }
 
 func (e *apiError) Error() string { return e.Code + ": " + e.Message }

@@ -19,8 +19,9 @@ import (
 )
 
 type purchaseRequest struct {
-	SKU *string `json:"sku"`
-	Qty *int64  `json:"qty"`
+	SKU   *string     `json:"sku"`
+	Qty   *int64      `json:"qty"`
+	Items *[]cartItem `json:"items"` // a cart, instead of sku and qty
 }
 
 type purchaseResponse struct {
@@ -34,10 +35,14 @@ type purchaseResponse struct {
 
 // purchase is POST /v1/orders. Validation comes first, before any lock is taken.
 func (s *Server) purchase(c *gin.Context) {
-	p, apiErr := s.parsePurchase(c)
+	p, cart, apiErr := s.parsePurchase(c)
 	if apiErr != nil {
 		s.metrics.orders.WithLabelValues("invalid_request").Inc()
 		abortWith(c, apiErr)
+		return
+	}
+	if cart != nil {
+		s.purchaseCart(c, *cart)
 		return
 	}
 	// Every answer names the purchase's key, so that a client who gets no answer it can trust
@@ -69,34 +74,45 @@ func (s *Server) purchase(c *gin.Context) {
 	c.JSON(status, purchaseResponse{RequestID: p.RequestID, Order: res.Order, Remaining: res.Remaining, Replayed: res.Replayed, Replica: s.cfg.ReplicaID, Mode: mode})
 }
 
-func (s *Server) parsePurchase(c *gin.Context) (inventory.Purchase, *apiError) {
+// parsePurchase reads a purchase of one SKU, or a cart (cart != nil).
+func (s *Server) parsePurchase(c *gin.Context) (p inventory.Purchase, cart *inventory.Cart, _ *apiError) {
 	if e := requireJSON(c); e != nil {
-		return inventory.Purchase{}, e
+		return p, nil, e
 	}
 	var req purchaseRequest
 	if e := decodeJSON(c, &req); e != nil {
-		return inventory.Purchase{}, e
-	}
-	switch {
-	case req.SKU == nil:
-		return inventory.Purchase{}, badRequest("sku is required")
-	case req.Qty == nil:
-		return inventory.Purchase{}, badRequest("qty is required")
-	case *req.Qty < 1 || *req.Qty > MaxQty:
-		return inventory.Purchase{}, badRequest(fmt.Sprintf("qty must be a whole number from 1 to %d", MaxQty))
-	}
-	if e := validSKU(*req.SKU); e != nil {
-		return inventory.Purchase{}, e
+		return p, nil, e
 	}
 	key := c.GetHeader("Idempotency-Key")
 	if len(key) > 128 || !printableASCII(key) {
-		return inventory.Purchase{}, badRequest("Idempotency-Key must be at most 128 printable ASCII characters")
+		return p, nil, badRequest("Idempotency-Key must be at most 128 printable ASCII characters")
 	}
-	p := inventory.Purchase{SKU: *req.SKU, Qty: *req.Qty, RequestID: key, Replica: s.cfg.ReplicaID}
-	if key == "" {
-		p.RequestID, p.NewKey = newRequestID(), true
+	newKey := key == ""
+	if newKey {
+		key = newRequestID()
 	}
-	return p, nil
+	if req.Items != nil {
+		if req.SKU != nil || req.Qty != nil {
+			return p, nil, badRequest("send either sku and qty, or items, not both")
+		}
+		items, e := parseCart(*req.Items)
+		if e != nil {
+			return p, nil, e
+		}
+		return p, &inventory.Cart{Items: items, RequestID: key, NewKey: newKey, Replica: s.cfg.ReplicaID}, nil
+	}
+	switch {
+	case req.SKU == nil:
+		return p, nil, badRequest("sku is required (or items, for a cart)")
+	case req.Qty == nil:
+		return p, nil, badRequest("qty is required")
+	case *req.Qty < 1 || *req.Qty > MaxQty:
+		return p, nil, badRequest(fmt.Sprintf("qty must be a whole number from 1 to %d", MaxQty))
+	}
+	if e := validSKU(*req.SKU); e != nil {
+		return p, nil, e
+	}
+	return inventory.Purchase{SKU: *req.SKU, Qty: *req.Qty, RequestID: key, NewKey: newKey, Replica: s.cfg.ReplicaID}, nil, nil
 }
 
 // sell runs the deduction in the given mode (see underLock).
@@ -285,7 +301,7 @@ func (s *Server) withLock(ctx context.Context, log *slog.Logger, acquire func(co
 }
 
 // stillHeld is the last check before commit: a lease lost by then rolls the transaction back.
-func stillHeld(lease heldLock) func() error {
+func stillHeld(lease leaseState) func() error {
 	return func() error {
 		select {
 		case <-lease.Lost():
@@ -299,7 +315,7 @@ func stillHeld(lease heldLock) func() error {
 // work is the simulated work inside the critical section (WORK_DELAY, a payment call, say). It
 // runs under the lease's context as well as the request's, as a real critical section passes the
 // lease's context down to its calls, so that it stops as soon as the lease is lost.
-func (s *Server) work(lease heldLock) func(context.Context) error {
+func (s *Server) work(lease leaseState) func(context.Context) error {
 	return func(ctx context.Context) error {
 		if lease != nil {
 			select {
