@@ -109,7 +109,7 @@ func deductCart(ctx context.Context, tx *gorm.DB, c Cart, mode Mode, hooks Hooks
 				return CartResult{}, fmt.Errorf("claim stock of %s: %w", it.SKU, r.Error)
 			}
 			if r.RowsAffected == 0 {
-				return CartResult{}, firstShort(tx, c.Items) // rolls back what the others claimed
+				return CartResult{}, firstShort(tx, c.Items, sorted) // rolls back what the others claimed
 			}
 		}
 		for _, it := range sorted {
@@ -160,18 +160,24 @@ func deductCart(ctx context.Context, tx *gorm.DB, c Cart, mode Mode, hooks Hooks
 	return CartResult{Orders: orders, Remaining: stock}, nil
 }
 
-// firstShort names the first item, in the cart's order, that the stock cannot cover now.
-func firstShort(tx *gorm.DB, items []CartItem) error {
-	for _, it := range items {
-		left, err := readStock(tx, it.SKU, false)
+// firstShort names the first item, in the cart's order, that the stock cannot cover now. Its
+// reads lock (a plain read would see the transaction's snapshot, which may be older than the
+// claim that failed), in sorted order, as every cart locks rows.
+func firstShort(tx *gorm.DB, items, sorted []CartItem) error {
+	stock := map[string]int64{}
+	for _, it := range sorted {
+		left, err := readStock(tx, it.SKU, true)
 		if err != nil {
 			return err
 		}
-		if left < it.Qty {
+		stock[it.SKU] = left
+	}
+	for _, it := range items {
+		if stock[it.SKU] < it.Qty {
 			return &ShortError{SKU: it.SKU}
 		}
 	}
-	return fmt.Errorf("a conditional claim failed, yet every item is in stock") // the transaction rolls back; a retry decides
+	return errors.New("a conditional claim failed, yet every item is in stock") // rolls back; a retry decides
 }
 
 // cartOrders finds the orders a cart's key already produced: all of them (a replay), none (a new

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"time"
 )
@@ -76,11 +77,43 @@ func (a *api) do(ctx context.Context, method, url string, body, out any, header 
 	return resp.StatusCode, nil
 }
 
+// purchaseAnswer is a sale's answer, or a cart's (several orders, the stock left per SKU).
 type purchaseAnswer struct {
-	Remaining int64 `json:"remaining"`
-	Order     struct {
-		ID int64 `json:"id"`
-	} `json:"order"`
+	Remaining json.RawMessage `json:"remaining"`
+	Order     *orderRef       `json:"order"`
+	Orders    []orderRef      `json:"orders"`
+}
+
+type orderRef struct {
+	ID int64 `json:"id"`
+}
+
+func (p purchaseAnswer) orderIDs() []int64 {
+	if p.Order != nil {
+		return []int64{p.Order.ID}
+	}
+	ids := make([]int64, len(p.Orders))
+	for i, o := range p.Orders {
+		ids[i] = o.ID
+	}
+	return ids
+}
+
+// remaining is the stock left: a sale's, or the least of a cart's SKUs.
+func (p purchaseAnswer) remaining() int64 {
+	var n int64
+	if json.Unmarshal(p.Remaining, &n) == nil {
+		return n
+	}
+	var perSKU map[string]int64
+	if json.Unmarshal(p.Remaining, &perSKU) != nil || len(perSKU) == 0 {
+		return 0
+	}
+	least := int64(math.MaxInt64)
+	for _, v := range perSKU {
+		least = min(least, v)
+	}
+	return least
 }
 
 // Audit is the replica's audit of the SKU.

@@ -22,6 +22,16 @@ type Config struct {
 	AdminToken  string        `json:"-"` // bearer token for /admin; never written to a report
 	Timeout     time.Duration // per request
 	CancelRatio float64       // share of accepted orders cancelled during the load, 0 to 1
+	Cart        int           // 0 or 1: each purchase is one SKU; n: a cart of n SKUs (SKU, SKU-2, ... SKU-n)
+}
+
+// SKUs are the products the load sells: SKU alone, or the cart's n.
+func (c Config) SKUs() []string {
+	skus := []string{c.SKU}
+	for i := 2; i <= c.Cart; i++ {
+		skus = append(skus, fmt.Sprintf("%s-%d", c.SKU, i))
+	}
+	return skus
 }
 
 // LockedModes are the modes that must keep the stock exact (under faults the unfenced ones may
@@ -58,6 +68,9 @@ func (c Config) Validate() error {
 	}
 	if c.CancelRatio < 0 || c.CancelRatio > 1 || c.CancelRatio != c.CancelRatio {
 		errs = append(errs, errors.New("-cancel-ratio must be from 0 to 1"))
+	}
+	if c.Cart < 0 || c.Cart > 20 {
+		errs = append(errs, errors.New("-cart must be from 0 to 20 (a cart holds at most 20 SKUs)"))
 	}
 	if len(c.Modes) == 0 {
 		errs = append(errs, errors.New("-modes: name at least one lock mode"))

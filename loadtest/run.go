@@ -6,7 +6,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -45,8 +47,8 @@ type sample struct {
 	status    int
 	code      string
 	remaining int64
-	failovers int // replicas tried before the one that answered
-	orderID   int64
+	failovers int     // replicas tried before the one that answered
+	orderIDs  []int64 // the purchase's order, or a cart's orders
 	// The cancellation of the order, when this purchase drew one (-cancel-ratio).
 	cancelTried  bool
 	cancelled    bool          // 200: the units are back
@@ -56,8 +58,10 @@ type sample struct {
 
 func runMode(ctx context.Context, a *api, cfg Config, mode string, progress Progress) (Row, error) {
 	admin := cfg.Targets[0]
-	if _, err := a.do(ctx, http.MethodPut, admin+"/admin/products/"+cfg.SKU, map[string]int{"stock": cfg.Stock}, nil, a.adminHeader()); err != nil {
-		return Row{}, fmt.Errorf("reset %s on %s: %w", cfg.SKU, admin, err)
+	for _, sku := range cfg.SKUs() {
+		if _, err := a.do(ctx, http.MethodPut, admin+"/admin/products/"+sku, map[string]int{"stock": cfg.Stock}, nil, a.adminHeader()); err != nil {
+			return Row{}, fmt.Errorf("reset %s on %s: %w", sku, admin, err)
+		}
 	}
 	for _, t := range cfg.Targets {
 		if _, err := a.do(ctx, http.MethodPut, t+"/admin/lock-mode", map[string]string{"mode": mode}, nil, a.adminHeader()); err != nil {
@@ -74,7 +78,6 @@ func runMode(ctx context.Context, a *api, cfg Config, mode string, progress Prog
 	start := time.Now()
 	sem := make(chan struct{}, cfg.Concurrency)
 	var wg sync.WaitGroup
-	body := map[string]any{"sku": cfg.SKU, "qty": cfg.Qty}
 	for i := 0; i < cfg.Requests; i++ {
 		select {
 		case sem <- struct{}{}:
@@ -87,7 +90,7 @@ func runMode(ctx context.Context, a *api, cfg Config, mode string, progress Prog
 		go func(i int) {
 			defer func() { <-sem; wg.Done() }()
 			t0 := time.Now()
-			s := purchase(ctx, a, cfg.Targets, i, body, fmt.Sprintf("lt-%s-%s-%d", run, mode, i))
+			s := purchase(ctx, a, cfg.Targets, i, purchaseBody(cfg, i), fmt.Sprintf("lt-%s-%s-%d", run, mode, i))
 			s.at, s.latency = time.Since(start), time.Since(t0)
 			if s.status == http.StatusCreated && drawCancel(cfg.CancelRatio, i) {
 				cancelOrder(ctx, a, cfg.Targets[(i+1)%len(cfg.Targets)], &s)
@@ -101,11 +104,32 @@ func runMode(ctx context.Context, a *api, cfg Config, mode string, progress Prog
 	elapsed := time.Since(start)
 	progress.Finish()
 
-	audit, err := auditAny(ctx, a, cfg)
-	if err != nil {
-		return Row{}, err
+	var audits []Audit
+	for _, sku := range cfg.SKUs() {
+		audit, err := auditAny(ctx, a, cfg.Targets, sku)
+		if err != nil {
+			return Row{}, err
+		}
+		audits = append(audits, audit)
 	}
-	return summarize(mode, cfg, samples, elapsed, audit), nil
+	return summarize(mode, cfg, samples, elapsed, audits), nil
+}
+
+// purchaseBody is purchase i: one SKU, or with -cart a cart of every SKU, listed in an order of
+// its own (the service must take the locks in one order whatever the client's).
+func purchaseBody(cfg Config, i int) any {
+	skus := cfg.SKUs()
+	if len(skus) == 1 {
+		return map[string]any{"sku": skus[0], "qty": cfg.Qty}
+	}
+	items := make([]map[string]any, len(skus))
+	for j := range skus {
+		items[j] = map[string]any{"sku": skus[(i+j)%len(skus)], "qty": cfg.Qty}
+	}
+	if i%2 == 1 {
+		slices.Reverse(items)
+	}
+	return map[string]any{"items": items}
 }
 
 // purchase sends purchase i to its replica (round robin). A replica that cannot be reached, or
@@ -118,7 +142,7 @@ func purchase(ctx context.Context, a *api, targets []string, i int, body any, ke
 		target := targets[(i+attempt)%len(targets)]
 		var ans purchaseAnswer
 		status, err := a.do(ctx, http.MethodPost, target+"/v1/orders", body, &ans, map[string]string{"Idempotency-Key": key})
-		s = sample{status: status, remaining: ans.Remaining, failovers: attempt, orderID: ans.Order.ID}
+		s = sample{status: status, remaining: ans.remaining(), failovers: attempt, orderIDs: ans.orderIDs()}
 		var ae *apiError
 		switch {
 		case errors.As(err, &ae):
@@ -139,26 +163,31 @@ func drawCancel(ratio float64, i int) bool {
 	return ratio > 0 && int(float64(i+1)*ratio) > int(float64(i)*ratio)
 }
 
-// cancelOrder cancels the sample's order on a replica other than the one that sold it.
+// cancelOrder cancels the sample's orders (a cart's, one by one) on a replica other than the one
+// that sold them.
 func cancelOrder(ctx context.Context, a *api, target string, s *sample) {
-	s.cancelTried = true
-	status, err := a.do(ctx, http.MethodPost, fmt.Sprintf("%s/v1/orders/%d/cancel", target, s.orderID), nil, nil, nil)
-	s.cancelled, s.cancelStatus = err == nil && status == http.StatusOK, status
+	s.cancelTried, s.cancelled = true, true
+	for _, id := range s.orderIDs {
+		status, err := a.do(ctx, http.MethodPost, fmt.Sprintf("%s/v1/orders/%d/cancel", target, id), nil, nil, nil)
+		if err != nil || status != http.StatusOK {
+			s.cancelled, s.cancelStatus = false, status
+		}
+	}
 }
 
 // auditAny asks the replicas in turn for the SKU's audit, so that one replica down does not lose
 // the result.
-func auditAny(ctx context.Context, a *api, cfg Config) (Audit, error) {
+func auditAny(ctx context.Context, a *api, targets []string, sku string) (Audit, error) {
 	var errs []error
-	for _, t := range cfg.Targets {
+	for _, t := range targets {
 		var audit Audit
-		_, err := a.do(ctx, http.MethodGet, t+"/v1/products/"+cfg.SKU+"/audit", nil, &audit, nil)
+		_, err := a.do(ctx, http.MethodGet, t+"/v1/products/"+sku+"/audit", nil, &audit, nil)
 		if err == nil {
 			return audit, nil
 		}
 		errs = append(errs, fmt.Errorf("%s: %w", t, err))
 	}
-	return Audit{}, fmt.Errorf("audit %s: %w", cfg.SKU, errors.Join(errs...))
+	return Audit{}, fmt.Errorf("audit %s: %w", sku, errors.Join(errs...))
 }
 
 // newRunID keeps one run's Idempotency-Keys apart from every other run's.
@@ -170,12 +199,23 @@ func newRunID() (string, error) {
 	return hex.EncodeToString(b[:]), nil
 }
 
-func summarize(mode string, cfg Config, samples []sample, elapsed time.Duration, audit Audit) Row {
+// summarize is one mode's row. With several SKUs (-cart) the stock figures are their sums, and a
+// cart counts once among the requests, accepted and sold out.
+func summarize(mode string, cfg Config, samples []sample, elapsed time.Duration, audits []Audit) Row {
 	row := Row{
 		Mode: mode, Requests: len(samples), ErrorCodes: map[string]int{},
-		InitialStock: audit.InitialStock, FinalStock: audit.Stock, Orders: audit.Orders, UnitsSold: audit.UnitsSold,
-		Oversold: audit.Oversold, LostUpdates: audit.LostUpdates, UnitsRestocked: audit.UnitsRestocked,
 		Seconds: elapsed.Seconds(), Throughput: float64(len(samples)) / elapsed.Seconds(),
+	}
+	minFinal := int64(math.MaxInt64)
+	for _, a := range audits {
+		row.InitialStock += a.InitialStock
+		row.FinalStock += a.Stock
+		row.Orders += a.Orders
+		row.UnitsSold += a.UnitsSold
+		row.Oversold += a.Oversold
+		row.LostUpdates += a.LostUpdates
+		row.UnitsRestocked += a.UnitsRestocked
+		minFinal = min(minFinal, a.Stock)
 	}
 	hist := hdrhistogram.New(1, int64(10*time.Minute/time.Microsecond), 3)
 	var lastRestock time.Duration // when the last cancellation was answered
@@ -213,7 +253,7 @@ func summarize(mode string, cfg Config, samples []sample, elapsed time.Duration,
 	// Buyers were turned away although a whole purchase was still in stock. With cancellations,
 	// only a buyer turned away after the last restock counts: an earlier one may have met an
 	// empty shelf that a later cancellation filled.
-	if soldOutAfterRestocks && row.FinalStock >= int64(cfg.Qty) {
+	if soldOutAfterRestocks && minFinal >= int64(cfg.Qty) {
 		row.Undersold = row.FinalStock
 	}
 	q := func(p float64) float64 { return float64(hist.ValueAtQuantile(p)) / 1000 }

@@ -45,6 +45,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		requests    = fs.Int("requests", 1000, "purchases per mode")
 		concurrency = fs.Int("concurrency", 50, "purchases in flight at once")
 		qty         = fs.Int("qty", 1, "units per purchase")
+		cart        = fs.Int("cart", 0, "sell carts of this many SKUs (-sku, -sku-2, ... each with -stock units) instead of one SKU")
 		cancelRatio = fs.Float64("cancel-ratio", 0, "share of accepted orders to cancel during the load (0 to 1); their units go back to stock")
 		modes       = fs.String("modes", "none,zk", "comma-separated lock modes to compare, in order")
 		adminToken  = fs.String("admin-token", adminDefault, "bearer token of the replicas' admin API (default $ADMIN_TOKEN or demo)")
@@ -60,7 +61,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	cfg := loadtest.Config{
-		Targets: loadtest.SplitList(*targets), SKU: *sku, Stock: *stock, Requests: *requests, Concurrency: *concurrency, CancelRatio: *cancelRatio,
+		Targets: loadtest.SplitList(*targets), SKU: *sku, Stock: *stock, Requests: *requests, Concurrency: *concurrency, CancelRatio: *cancelRatio, Cart: *cart,
 		Qty: *qty, Modes: loadtest.SplitList(*modes), AdminToken: *adminToken, Timeout: *timeout,
 	}
 	if fs.NArg() > 0 {

@@ -206,6 +206,43 @@ func TestCancelRatio(t *testing.T) {
 	}
 }
 
+// -cart 3 sells carts of three SKUs, each listed in an order of its own: zk is exact on every
+// SKU, and the row sums them.
+func TestCarts(t *testing.T) {
+	rs := ordertest.Start(t, 3, ordertest.Options{WorkDelay: 2 * time.Millisecond})
+	jsonPath := filepath.Join(t.TempDir(), "r.json")
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"-targets", targets(rs), "-sku", "LT-5", "-stock", "20", "-requests", "90",
+		"-concurrency", "30", "-modes", "zk,db-cas", "-cart", "3", "-cancel-ratio", "0.1", "-admin-token", ordertest.AdminToken, "-json", jsonPath}, &stdout, &stderr)
+	t.Logf("table:\n%s", stdout.String())
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	var rep loadtest.Report
+	raw, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &rep); err != nil {
+		t.Fatal(err)
+	}
+	for _, row := range rep.Rows {
+		// 20 carts stand in the end (each of 3 orders), whatever was cancelled on the way.
+		if row.InitialStock != 60 || row.FinalStock != 0 || row.Orders != 60 || row.Oversold != 0 || row.LostUpdates != 0 ||
+			row.Errors != 0 || row.Accepted != 20+row.Cancelled || row.Cancelled == 0 {
+			t.Fatalf("%s with carts of 3 is not exact: %+v", row.Mode, row)
+		}
+	}
+	for _, sku := range []string{"LT-5", "LT-5-2", "LT-5-3"} {
+		if a, err := rs[0].Store.Audit(context.Background(), sku); err != nil || a.Stock != 0 || a.UnitsSold != 20 {
+			t.Fatalf("%s: %+v %v", sku, a, err)
+		}
+	}
+	if code := run(context.Background(), []string{"-cart", "21"}, io.Discard, io.Discard); code != 2 {
+		t.Errorf("-cart 21: exit %d, want 2", code)
+	}
+}
+
 func TestUsage(t *testing.T) {
 	for _, args := range [][]string{{"-requests", "0"}, {"-targets", "ftp://x"}, {"-modes", ""}, {"-concurrency", "x"}, {"stray"}} {
 		var stdout, stderr bytes.Buffer
