@@ -136,6 +136,7 @@ func testHolderPaused(t *testing.T, s *stack) {
 	id := s.container(t, "order1")
 	lostBefore := ordersCounter(t, replicas[0], "lock_lost")
 	staleBefore := ordersCounter(t, replicas[0], "stale_token")
+	unavailableBefore := ordersCounter(t, replicas[0], "lock_unavailable")
 	reset(t, sku, stock)
 	l := startLoad(t, loadtest.Config{SKU: sku, Stock: stock, Requests: 1200, Concurrency: 30, Modes: []string{"zk"}})
 	waitFor(t, 30*time.Second, "50 sold", func() bool { return auditOf(t, replicas[1], sku).UnitsSold >= 50 })
@@ -176,6 +177,7 @@ func testHolderPaused(t *testing.T, s *stack) {
 	exact(t, row, stock)
 	lost := ordersCounter(t, replicas[0], "lock_lost") - lostBefore
 	stale := ordersCounter(t, replicas[0], "stale_token") - staleBefore
+	unavailable := ordersCounter(t, replicas[0], "lock_unavailable") - unavailableBefore
 	// Where the pause fell decides what the woken holder does, and each way keeps the stock exact:
 	//   - after its commit, during its release: its sale under its token stands, made before the
 	//     pause; the others sell once its session has expired;
@@ -184,7 +186,9 @@ func testHolderPaused(t *testing.T, s *stack) {
 	//     its last look before commit and rolls back (503 lock_lost), or, past that look, commits
 	//     before the next holder's claim;
 	//   - before its claim: the next holder claims the fence first and the woken write is refused
-	//     (503 stale_token), or it sees its lease lost first (503 lock_lost).
+	//     (503 stale_token), or it sees its lease lost first (503 lock_lost);
+	//   - before it learnt that it held the lock (its node had become the head, the watch had not
+	//     fired yet): woken, its session is gone, and its lock attempt fails (503 lock_unavailable).
 	order, committed := orderWithToken(t, replicas[1], sku, heldToken)
 	var what string
 	switch {
@@ -196,8 +200,10 @@ func testHolderPaused(t *testing.T, s *stack) {
 		what = fmt.Sprintf("the fence refused its write (503 stale_token ×%v); nothing sold under token %d", stale, heldToken)
 	case lost > 0:
 		what = fmt.Sprintf("it saw its lease lost before commit and rolled back (503 lock_lost ×%v); nothing sold under token %d", lost, heldToken)
+	case unavailable > 0:
+		what = fmt.Sprintf("its node had become the head before it was told; woken, its session was gone and its lock attempts failed (503 lock_unavailable ×%v); nothing sold under token %d", unavailable, heldToken)
 	default:
-		t.Fatalf("the woken holder neither sold under token %d nor was refused (lock_lost %v, stale_token %v): %s", heldToken, lost, stale, summary(row))
+		t.Fatalf("the woken holder neither sold under token %d nor was refused (lock_lost %v, stale_token %v, lock_unavailable %v): %s", heldToken, lost, stale, unavailable, summary(row))
 	}
 	record(t, "`docker pause` of order1 while it held the lock, for %.1f s (session 4 s): its node gone after %.1f s; the others sold %d meanwhile; %s; %d of %d sold, oversold 0, lost updates 0",
 		paused.Seconds(), expired.Seconds(), soldWhilePaused, what, row.Orders, stock)
