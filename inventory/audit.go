@@ -19,15 +19,15 @@ type Audit struct {
 	// Orders and UnitsSold count the orders that stand: a cancelled order's units are back in stock.
 	Orders    int64 `json:"orders"`
 	UnitsSold int64 `json:"units_sold"`
-	// Cancelled and UnitsRestocked count the cancelled orders and the units they returned.
-	Cancelled      int64 `json:"cancelled"`
-	UnitsRestocked int64 `json:"units_restocked"`
 	// Oversold is units sold (and not returned) beyond the initial stock.
 	Oversold int64 `json:"oversold"`
 	// LostUpdates is how many units the stock is off from what the orders say it must be,
 	// InitialStock - UnitsSold: deductions (stock too high) or restocks (stock too low) that a
 	// concurrent read-modify-write overwrote.
 	LostUpdates int64 `json:"lost_updates"`
+	// Cancelled and UnitsRestocked count the cancelled orders and the units they returned.
+	Cancelled      int64 `json:"cancelled"`
+	UnitsRestocked int64 `json:"units_restocked"`
 }
 
 // Audit reads a SKU's stock and orders in one consistent snapshot.

@@ -13,8 +13,8 @@ type apiError struct {
 	Status    int    `json:"-"`
 	Message   string `json:"error"`
 	Code      string `json:"code"`
-	RequestID string `json:"request_id,omitempty"`
 	SKU       string `json:"sku,omitempty"` // a cart's first short item (out_of_stock)
+	RequestID string `json:"request_id,omitempty"`
 }
 
 func (e *apiError) Error() string { return e.Code + ": " + e.Message }
