@@ -94,11 +94,11 @@ func (s *Store) Deduct(ctx context.Context, p Purchase, mode Mode, hooks Hooks) 
 
 func deduct(ctx context.Context, tx *gorm.DB, p Purchase, mode Mode, hooks Hooks) (Result, error) {
 	if mode == Fenced {
-		// Before any read: under REPEATABLE READ the first plain read fixes the transaction's
-		// snapshot, and one taken before the claim may predate a writer the claim waited for.
-		if err := claimFence(tx, p.SKU, p.Token); err != nil {
+		items := []BatchItem{{Purchase: p}}
+		if err := deductFenced(ctx, tx, p.SKU, p.Token, items, hooks.Work, hooks.BeforeCommit); err != nil {
 			return Result{}, err
 		}
+		return items[0].Result, items[0].Err // an Err rolls the fence claim back with the rest
 	}
 	if p.RequestID != "" && !p.NewKey {
 		o, found, err := orderByRequestID(tx, p.RequestID)
