@@ -69,3 +69,39 @@ type getResult struct {
 	data []byte
 	stat *zk.Stat
 }
+
+// QueueChanged waits until the queue at path changes (a node joins or leaves, or the path comes or
+// goes), or ctx ends: one ZooKeeper watch, for a dashboard that redraws the queue when it moves
+// instead of reading it in a loop. It returns nil on a change, and ctx's error otherwise.
+func (c *Client) QueueChanged(ctx context.Context, path string) error {
+	if err := validateLockPath(path); err != nil {
+		return err
+	}
+	changed, err := retry(ctx, c, func() (<-chan zk.Event, error) {
+		c.stats.children.Add(1)
+		_, _, ch, err := c.conn.ChildrenW(path)
+		if errors.Is(err, zk.ErrNoNode) {
+			// Not there yet: wait for it to be made.
+			var exists bool
+			exists, _, ch, err = c.conn.ExistsW(path)
+			if err == nil && exists {
+				return nil, errRaced
+			}
+		}
+		return ch, err
+	})
+	if errors.Is(err, errRaced) {
+		return nil // made between the two calls: a change
+	}
+	if err != nil {
+		return fmt.Errorf("dlock: watch queue %s: %w", path, err)
+	}
+	select {
+	case <-changed:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+var errRaced = errors.New("the path appeared between two reads")
