@@ -10,7 +10,7 @@ DEMO_FLAGS ?=
 FUZZTIME ?= 30s
 FUZZ_CORPUS := order/testdata/fuzz/FuzzAPI
 
-.PHONY: test test-faults lint compose-check compose-test bench demo demo-up demo-down servers-start servers-stop help
+.PHONY: test test-faults lint compose-check compose-test screenshots bench demo demo-up demo-down servers-start servers-stop help
 
 ## test: gofmt, go vet, docker-compose.yml check, then go test -race ./... against real servers
 test: lint compose-check
@@ -43,6 +43,12 @@ compose-check:
 ## paused and cut off from ZooKeeper, the ZooKeeper leader killed; results in out/compose-results.md
 compose-test: compose-check
 	scripts/compose/test.sh
+
+## screenshots: the live page (GET /) in headless Chromium during loads in modes none, zk and
+## zk-herd, saved to docs/images/live-page-*.png for the tutorials
+screenshots:
+	scripts/ensure-tools.sh
+	$(SERVERS) run --no-ensemble -- env SCREENSHOT_DIR=$(CURDIR)/docs/images $(GO) test -count=1 -run TestLivePageInChromium -v ./order
 
 ## demo: three local replicas, loadtest none against zk, report in out/ (no Docker needed)
 demo:

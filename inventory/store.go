@@ -80,7 +80,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 			return errors.New("another replica held the migration lock for 30 s")
 		}
 		defer session().Exec("SELECT RELEASE_LOCK('zkstock_migrate')")
-		return session().AutoMigrate(&Product{}, &Order{}, &TableLock{})
+		return session().AutoMigrate(&Product{}, &Order{}, &TableLock{}, &Replica{})
 	})
 	if err != nil {
 		return fmt.Errorf("inventory: migrate: %w", err)

@@ -84,6 +84,10 @@ func (s *Server) setLockMode(c *gin.Context) {
 		return
 	}
 	s.mode.Store(m)
+	select {
+	case s.modeChanged <- struct{}{}:
+	default:
+	}
 	s.log.Info("lock mode changed", "mode", m)
 	c.JSON(http.StatusOK, gin.H{"mode": m, "replica": s.cfg.ReplicaID})
 }

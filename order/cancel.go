@@ -61,6 +61,9 @@ func (s *Server) cancelOrder(c *gin.Context) {
 	}
 	s.metrics.cancellations.WithLabelValues(result).Inc()
 	s.metrics.stock.WithLabelValues(res.Order.SKU).Set(float64(res.Remaining))
+	if !res.Replayed {
+		s.feeds.notify(res.Order.SKU)
+	}
 	log.Info("cancellation", "result", result, "sku", res.Order.SKU, "qty", res.Order.Qty, "remaining", res.Remaining)
 	c.JSON(http.StatusOK, cancelResponse{Order: res.Order, Remaining: res.Remaining, Replayed: res.Replayed, Replica: s.cfg.ReplicaID, Mode: mode})
 }

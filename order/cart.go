@@ -90,6 +90,12 @@ func (s *Server) purchaseCart(c *gin.Context, cart inventory.Cart) {
 	s.metrics.orders.WithLabelValues(result).Inc()
 	for sku, left := range res.Remaining {
 		s.metrics.stock.WithLabelValues(sku).Set(float64(left))
+		if !res.Replayed {
+			s.feeds.notify(sku)
+		}
+	}
+	if !res.Replayed {
+		s.sales.Add(1)
 	}
 	log.Info("cart", "result", result, "items", len(res.Orders))
 	c.JSON(status, cartResponse{RequestID: cart.RequestID, Orders: res.Orders, Remaining: res.Remaining, Replayed: res.Replayed, Replica: s.cfg.ReplicaID, Mode: mode})

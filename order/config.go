@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -66,6 +67,7 @@ type Config struct {
 	LogLevel         slog.Level
 	RedisAddr        string        // the Redis of the redis modes
 	RedisLockTTL     time.Duration // the Redis lock's expiry, extended every third of it while held
+	EventStreams     int           // the most live-page streams (GET /v1/events) open at once; 0: 64
 }
 
 // LoadConfig reads flags, falling back to the environment, then to the defaults. A bad value is
@@ -92,6 +94,7 @@ func LoadConfig(args []string, getenv func(string) string, out io.Writer) (Confi
 		adminToken  = fs.String("admin-token", env("ADMIN_TOKEN", ""), "bearer token for /admin; empty disables it (ADMIN_TOKEN)")
 		logLevel    = fs.String("log-level", env("LOG_LEVEL", "info"), "debug, info, warn or error (LOG_LEVEL)")
 		redisAddr   = fs.String("redis-addr", env("REDIS_ADDR", "127.0.0.1:6379"), "Redis for the redis lock modes (REDIS_ADDR)")
+		streams     = fs.String("event-streams", env("EVENT_STREAMS", "64"), "most live-page streams open at once (EVENT_STREAMS)")
 		redisTTL    = fs.String("redis-lock-ttl", env("REDIS_LOCK_TTL", "10s"), "Redis lock expiry, extended every third of it while held (REDIS_LOCK_TTL)")
 	)
 	if err := fs.Parse(args); err != nil {
@@ -101,6 +104,11 @@ func LoadConfig(args []string, getenv func(string) string, out io.Writer) (Confi
 		return Config{}, fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
 	cfg := Config{HTTPAddr: *httpAddr, ReplicaID: *replica, MySQLDSN: *dsn, AdminToken: *adminToken, RedisAddr: *redisAddr}
+	if n, err := strconv.Atoi(*streams); err != nil || n < 1 || n > 10000 {
+		return Config{}, fmt.Errorf("EVENT_STREAMS: %q is not a whole number from 1 to 10000", *streams)
+	} else {
+		cfg.EventStreams = n
+	}
 	var err error
 	if cfg.LockMode, err = ParseLockMode(*lockMode); err != nil {
 		return Config{}, fmt.Errorf("LOCK_MODE: %w", err)

@@ -35,6 +35,8 @@ type reply struct {
 
 func (r reply) code() string { s, _ := r.body["code"].(string); return s }
 
+func (r reply) codeLine() string { return fmt.Sprintf("%d %s", r.status, r.code()) }
+
 func (r reply) orderID() int64 {
 	o, _ := r.body["order"].(map[string]any)
 	id, _ := o["id"].(float64)

@@ -70,6 +70,10 @@ func (s *Server) purchase(c *gin.Context) {
 	}
 	s.metrics.orders.WithLabelValues(result).Inc()
 	s.metrics.stock.WithLabelValues(p.SKU).Set(float64(res.Remaining))
+	if !res.Replayed {
+		s.sales.Add(1)
+		s.feeds.notify(p.SKU)
+	}
 	log.Info("purchase", "result", result, "order", res.Order.ID, "token", res.Order.FenceToken, "remaining", res.Remaining)
 	c.JSON(status, purchaseResponse{RequestID: p.RequestID, Order: res.Order, Remaining: res.Remaining, Replayed: res.Replayed, Replica: s.cfg.ReplicaID, Mode: mode})
 }

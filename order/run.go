@@ -51,6 +51,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return fmt.Errorf("orderd: listen: %w", err)
 	}
 	httpSrv := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 60 * time.Second}
+	httpSrv.RegisterOnShutdown(srv.EndStreams) // Shutdown waits for handlers; live streams never end by themselves
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- httpSrv.Serve(ln) }()
 	log.Info("orderd listening", "addr", ln.Addr().String(), "replica", cfg.ReplicaID, "mode", cfg.LockMode,

@@ -56,6 +56,12 @@ type Server struct {
 
 	redisOnce sync.Once
 	redis     *redisLocks // the redis modes' client, opened on first use
+
+	feeds       *feeds        // the live page's streams
+	sales       atomic.Int64  // purchases this replica made, for the live page's rate
+	modeChanged chan struct{} // the mode was switched: announce it now
+	stop        chan struct{} // closed by Close
+	closeOnce   sync.Once
 }
 
 // herdClient is mode zk-herd's ZooKeeper session. The herd recipe is a teaching one, kept out of
@@ -76,6 +82,8 @@ func (s *Server) herdClient(ctx context.Context) (*teaching.Client, error) {
 // Close waits for the batches that are selling (mode zk-batch) and ends what the server opened
 // itself: mode zk-herd's session, whose nodes go with it, and the redis modes' client.
 func (s *Server) Close() {
+	s.EndStreams()
+	s.closeOnce.Do(func() { close(s.stop) })
 	s.waitForBatches(shutdownGrace)
 	s.herdMu.Lock()
 	if s.herd != nil {
@@ -109,7 +117,11 @@ func New(cfg Config, store *inventory.Store, locks *dlock.Client, log *slog.Logg
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{cfg: cfg, store: store, locks: locks, log: log.With("replica", cfg.ReplicaID), batchers: map[string]*batcher{}}
+	if cfg.EventStreams == 0 {
+		cfg.EventStreams = 64
+	}
+	s := &Server{cfg: cfg, store: store, locks: locks, log: log.With("replica", cfg.ReplicaID), batchers: map[string]*batcher{},
+		feeds: newFeeds(), modeChanged: make(chan struct{}, 1), stop: make(chan struct{})}
 	s.mode.Store(cfg.LockMode)
 	s.reg = prometheus.NewRegistry()
 	m, err := newMetrics(s.reg, s.ZKStats)
@@ -117,6 +129,7 @@ func New(cfg Config, store *inventory.Store, locks *dlock.Client, log *slog.Logg
 		return nil, err
 	}
 	s.metrics = m
+	go s.announce(s.stop)
 	return s, nil
 }
 
@@ -139,6 +152,10 @@ func (s *Server) Handler() http.Handler {
 	r.GET("/v1/orders", s.orderByKey)
 	r.GET("/v1/orders/:id", s.orderByID)
 	r.POST("/v1/orders/:id/cancel", s.limitBody, s.cancelOrder)
+	r.GET("/v1/products", s.productsList)
+	r.GET("/v1/events", s.events)
+	r.GET("/", s.page)
+	r.GET("/assets/:file", s.asset)
 	r.GET("/v1/products/:sku/orders", s.productOrders)
 	r.GET("/v1/products/:sku", s.product)
 	r.GET("/v1/products/:sku/audit", s.audit)

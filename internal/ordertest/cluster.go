@@ -42,6 +42,8 @@ type Options struct {
 	RedisAddr   string        // default $REDIS_ADDR
 	// Wrap, if set, wraps each replica's handler (to make a replica misbehave on purpose).
 	Wrap func(http.Handler) http.Handler
+	// EventStreams caps the live page's streams per replica (default 64).
+	EventStreams int
 }
 
 func logger() *slog.Logger {
@@ -90,7 +92,7 @@ func Start(t testing.TB, n int, o Options) []*Replica {
 		}
 		t.Cleanup(func() { _ = locks.Close() })
 		cfg := order.Config{ReplicaID: name, LockMode: o.Mode, LockTimeout: o.LockTimeout, WorkDelay: o.WorkDelay, AdminToken: token,
-			ZKServers: o.ZKServers, ZKSessionTimeout: 10 * time.Second, RedisAddr: cmp.Or(o.RedisAddr, os.Getenv("REDIS_ADDR")), RedisLockTTL: 3 * time.Second}
+			ZKServers: o.ZKServers, ZKSessionTimeout: 10 * time.Second, RedisAddr: cmp.Or(o.RedisAddr, os.Getenv("REDIS_ADDR")), RedisLockTTL: 3 * time.Second, EventStreams: o.EventStreams}
 		srv, err := order.New(cfg, store, locks, logger())
 		if err != nil {
 			t.Fatal(err)
@@ -102,6 +104,7 @@ func Start(t testing.TB, n int, o Options) []*Replica {
 		}
 		hs := httptest.NewServer(h)
 		t.Cleanup(hs.Close)
+		t.Cleanup(srv.EndStreams) // before hs.Close, which waits for every request, streams too
 		out = append(out, &Replica{Name: name, Srv: srv, URL: hs.URL, Locks: locks, Store: store})
 	}
 	return out
