@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
 	"net/http"
 	"os"
@@ -49,7 +50,16 @@ func testCurl(t *testing.T) {
 	if a := auditOf(t, replicas[2], "CURL-1"); a != (audit{Stock: 4, Orders: 3, UnitsSold: 6}) {
 		t.Fatalf("audit %+v", a)
 	}
-	record(t, "`/readyz` 200 on 8081–8083; one purchase on each: 201, stock 10 → 4, audit exact")
+	resp, err := httpClient.Get(replicas[0] + "/?sku=CURL-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(page), "/assets/app.js") {
+		t.Fatalf("the live page: %d %.200s", resp.StatusCode, page)
+	}
+	record(t, "`/readyz` 200 on 8081–8083; one purchase on each: 201, stock 10 → 4, audit exact; the live page served at /")
 }
 
 // `docker-compose run --rm loadtest`, as the README says: both rows, and the report in ./out.
