@@ -26,6 +26,7 @@ type apiError struct {
 	Status int
 	Code   string `json:"code"`
 	Msg    string `json:"error"`
+	SKU    string `json:"sku"` // a cart's first short item
 }
 
 func (e *apiError) Error() string { return fmt.Sprintf("HTTP %d %s: %s", e.Status, e.Code, e.Msg) }

@@ -22,13 +22,19 @@ type Config struct {
 	AdminToken  string        `json:"-"` // bearer token for /admin; never written to a report
 	Timeout     time.Duration // per request
 	CancelRatio float64       // share of accepted orders cancelled during the load, 0 to 1
-	Cart        int           // 0 or 1: each purchase is one SKU; n: a cart of n SKUs (SKU, SKU-2, ... SKU-n)
+	Cart        int           // 0 or 1: each purchase is one SKU; n: a cart of n distinct SKUs
+	Products    int           // the catalogue: SKU, SKU-2, ... SKU-n (0 or 1: SKU alone, or the cart's)
+	Dist        string        // how purchases spread over the catalogue: DistUniform or DistZipf
+	ZipfS       float64       // DistZipf's exponent, above 1
 }
 
-// SKUs are the products the load sells: SKU alone, or the cart's n.
+// SKUs are the products the load sells: SKU, SKU-2, ... up to the catalogue or the cart, whichever
+// is larger.
 func (c Config) SKUs() []string {
-	skus := []string{c.SKU}
-	for i := 2; i <= c.Cart; i++ {
+	n := max(c.Products, c.Cart, 1)
+	skus := make([]string, 0, n)
+	skus = append(skus, c.SKU)
+	for i := 2; i <= n; i++ {
 		skus = append(skus, fmt.Sprintf("%s-%d", c.SKU, i))
 	}
 	return skus
@@ -71,6 +77,15 @@ func (c Config) Validate() error {
 	}
 	if c.Cart < 0 || c.Cart > 20 {
 		errs = append(errs, errors.New("-cart must be from 0 to 20 (a cart holds at most 20 SKUs)"))
+	}
+	if c.Products < 0 || c.Products > 100000 { // 0: the default, SKU alone
+		errs = append(errs, errors.New("-skus must be from 1 to 100000"))
+	}
+	if c.Dist != "" && c.Dist != DistUniform && c.Dist != DistZipf {
+		errs = append(errs, fmt.Errorf("-dist must be %s or %s", DistUniform, DistZipf))
+	}
+	if c.Dist == DistZipf && !(c.ZipfS > 1) {
+		errs = append(errs, errors.New("-zipf-s must be above 1"))
 	}
 	if len(c.Modes) == 0 {
 		errs = append(errs, errors.New("-modes: name at least one lock mode"))

@@ -38,7 +38,9 @@ type Row struct {
 	Accepted  int    `json:"accepted"`
 	SoldOut   int    `json:"sold_out"`
 	Errors    int    `json:"errors"`
-	Failovers int    `json:"failovers"` // purchases retried on the next replica (same Idempotency-Key)
+	Failovers int    `json:"failovers"`           // purchases retried on the next replica (same Idempotency-Key)
+	SKUs      int    `json:"skus"`                // products audited; the stock figures are their sums
+	WorstSKU  string `json:"worst_sku,omitempty"` // the SKU with the most oversold plus lost updates, if any
 	// Cancellations (-cancel-ratio): orders cancelled during the load, failed cancellations, and
 	// the units the audit found returned to stock.
 	Cancelled      int            `json:"cancelled"`
@@ -161,6 +163,15 @@ func (r *Report) WriteTable(w io.Writer) error {
 		return err
 	}
 	for _, row := range r.Rows {
+		if row.SKUs > 1 {
+			worst := "none is off"
+			if row.WorstSKU != "" {
+				worst = "the worst off is " + row.WorstSKU
+			}
+			if _, err := fmt.Fprintf(w, "%s: %d SKUs, figures summed over them; %s\n", row.Mode, row.SKUs, worst); err != nil {
+				return err
+			}
+		}
 		if row.Cancelled+row.CancelErrors > 0 {
 			if _, err := fmt.Fprintf(w, "%s: %d orders cancelled during the load (%d cancellations failed), %d units back in stock; orders and units count the orders that stand\n",
 				row.Mode, row.Cancelled, row.CancelErrors, row.UnitsRestocked); err != nil {

@@ -6,7 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"math"
+	"maps"
 	"net/http"
 	"slices"
 	"sort"
@@ -49,6 +49,8 @@ type sample struct {
 	remaining int64
 	failovers int     // replicas tried before the one that answered
 	orderIDs  []int64 // the purchase's order, or a cart's orders
+	skus      []string
+	shortSKU  string // a cart's first short item, when it was sold out
 	// The cancellation of the order, when this purchase drew one (-cancel-ratio).
 	cancelTried  bool
 	cancelled    bool          // 200: the units are back
@@ -58,10 +60,11 @@ type sample struct {
 
 func runMode(ctx context.Context, a *api, cfg Config, mode string, progress Progress) (Row, error) {
 	admin := cfg.Targets[0]
-	for _, sku := range cfg.SKUs() {
-		if _, err := a.do(ctx, http.MethodPut, admin+"/admin/products/"+sku, map[string]int{"stock": cfg.Stock}, nil, a.adminHeader()); err != nil {
-			return Row{}, fmt.Errorf("reset %s on %s: %w", sku, admin, err)
-		}
+	if err := forEachSKU(ctx, cfg.SKUs(), func(ctx context.Context, sku string) error {
+		_, err := a.do(ctx, http.MethodPut, admin+"/admin/products/"+sku, map[string]int{"stock": cfg.Stock}, nil, a.adminHeader())
+		return err
+	}); err != nil {
+		return Row{}, fmt.Errorf("reset the products on %s: %w", admin, err)
 	}
 	for _, t := range cfg.Targets {
 		if _, err := a.do(ctx, http.MethodPut, t+"/admin/lock-mode", map[string]string{"mode": mode}, nil, a.adminHeader()); err != nil {
@@ -74,6 +77,7 @@ func runMode(ctx context.Context, a *api, cfg Config, mode string, progress Prog
 	if err != nil {
 		return Row{}, err
 	}
+	pick := newPicker(cfg, 1) // the same products for every mode: the modes are compared on one load
 	progress.Start(mode, cfg.Requests)
 	start := time.Now()
 	sem := make(chan struct{}, cfg.Concurrency)
@@ -90,7 +94,9 @@ func runMode(ctx context.Context, a *api, cfg Config, mode string, progress Prog
 		go func(i int) {
 			defer func() { <-sem; wg.Done() }()
 			t0 := time.Now()
-			s := purchase(ctx, a, cfg.Targets, i, purchaseBody(cfg, i), fmt.Sprintf("lt-%s-%s-%d", run, mode, i))
+			skus := pick.pick(i)
+			s := purchase(ctx, a, cfg.Targets, i, purchaseBody(skus, cfg.Qty), fmt.Sprintf("lt-%s-%s-%d", run, mode, i))
+			s.skus = skus
 			s.at, s.latency = time.Since(start), time.Since(t0)
 			if s.status == http.StatusCreated && drawCancel(cfg.CancelRatio, i) {
 				cancelOrder(ctx, a, cfg.Targets[(i+1)%len(cfg.Targets)], &s)
@@ -104,30 +110,28 @@ func runMode(ctx context.Context, a *api, cfg Config, mode string, progress Prog
 	elapsed := time.Since(start)
 	progress.Finish()
 
-	var audits []Audit
-	for _, sku := range cfg.SKUs() {
+	audits := make(map[string]Audit, len(cfg.SKUs()))
+	var mu sync.Mutex
+	if err := forEachSKU(ctx, cfg.SKUs(), func(ctx context.Context, sku string) error {
 		audit, err := auditAny(ctx, a, cfg.Targets, sku)
-		if err != nil {
-			return Row{}, err
-		}
-		audits = append(audits, audit)
+		mu.Lock()
+		audits[sku] = audit
+		mu.Unlock()
+		return err
+	}); err != nil {
+		return Row{}, err
 	}
 	return summarize(mode, cfg, samples, elapsed, audits), nil
 }
 
-// purchaseBody is purchase i: one SKU, or with -cart a cart of every SKU, listed in an order of
-// its own (the service must take the locks in one order whatever the client's).
-func purchaseBody(cfg Config, i int) any {
-	skus := cfg.SKUs()
+// purchaseBody is a purchase of one SKU, or of a cart.
+func purchaseBody(skus []string, qty int) any {
 	if len(skus) == 1 {
-		return map[string]any{"sku": skus[0], "qty": cfg.Qty}
+		return map[string]any{"sku": skus[0], "qty": qty}
 	}
 	items := make([]map[string]any, len(skus))
-	for j := range skus {
-		items[j] = map[string]any{"sku": skus[(i+j)%len(skus)], "qty": cfg.Qty}
-	}
-	if i%2 == 1 {
-		slices.Reverse(items)
+	for j, sku := range skus {
+		items[j] = map[string]any{"sku": sku, "qty": qty}
 	}
 	return map[string]any{"items": items}
 }
@@ -146,7 +150,7 @@ func purchase(ctx context.Context, a *api, targets []string, i int, body any, ke
 		var ae *apiError
 		switch {
 		case errors.As(err, &ae):
-			s.code = ae.Code
+			s.code, s.shortSKU = ae.Code, ae.SKU
 		case err != nil:
 			s.code = "transport"
 		}
@@ -199,15 +203,16 @@ func newRunID() (string, error) {
 	return hex.EncodeToString(b[:]), nil
 }
 
-// summarize is one mode's row. With several SKUs (-cart) the stock figures are their sums, and a
-// cart counts once among the requests, accepted and sold out.
-func summarize(mode string, cfg Config, samples []sample, elapsed time.Duration, audits []Audit) Row {
+// summarize is one mode's row. With several SKUs the stock figures are their sums, a cart counts
+// once among the requests, accepted and sold out, and the row names the SKU the worst off.
+func summarize(mode string, cfg Config, samples []sample, elapsed time.Duration, audits map[string]Audit) Row {
 	row := Row{
-		Mode: mode, Requests: len(samples), ErrorCodes: map[string]int{},
+		Mode: mode, Requests: len(samples), ErrorCodes: map[string]int{}, SKUs: len(audits),
 		Seconds: elapsed.Seconds(), Throughput: float64(len(samples)) / elapsed.Seconds(),
 	}
-	minFinal := int64(math.MaxInt64)
-	for _, a := range audits {
+	worst := int64(0)
+	for _, sku := range slices.Sorted(maps.Keys(audits)) {
+		a := audits[sku]
 		row.InitialStock += a.InitialStock
 		row.FinalStock += a.Stock
 		row.Orders += a.Orders
@@ -215,16 +220,22 @@ func summarize(mode string, cfg Config, samples []sample, elapsed time.Duration,
 		row.Oversold += a.Oversold
 		row.LostUpdates += a.LostUpdates
 		row.UnitsRestocked += a.UnitsRestocked
-		minFinal = min(minFinal, a.Stock)
-	}
-	hist := hdrhistogram.New(1, int64(10*time.Minute/time.Microsecond), 3)
-	var lastRestock time.Duration // when the last cancellation was answered
-	for _, s := range samples {
-		if s.cancelled && s.cancelAt > lastRestock {
-			lastRestock = s.cancelAt
+		if off := a.Oversold + a.LostUpdates; off > worst {
+			worst, row.WorstSKU = off, sku
 		}
 	}
-	soldOutAfterRestocks := false
+	hist := hdrhistogram.New(1, int64(10*time.Minute/time.Microsecond), 3)
+	// When each SKU was last restocked (a cancellation answered), and whether a buyer was turned
+	// away from it after that: the stock was then at most what it is now, since only sales followed.
+	lastRestock := map[string]time.Duration{}
+	for _, s := range samples {
+		if s.cancelled {
+			for _, sku := range s.skus {
+				lastRestock[sku] = max(lastRestock[sku], s.cancelAt)
+			}
+		}
+	}
+	turnedAway := map[string]bool{}
 	for _, s := range samples {
 		switch {
 		case s.cancelled:
@@ -232,10 +243,14 @@ func summarize(mode string, cfg Config, samples []sample, elapsed time.Duration,
 		case s.cancelTried:
 			row.CancelErrors++
 		}
-		// A sold-out answer to a purchase sent after the last restock: the stock was then at most
-		// what it is now, since only sales followed.
-		if s.code == "out_of_stock" && s.at-s.latency >= lastRestock {
-			soldOutAfterRestocks = true
+		if s.code == "out_of_stock" {
+			short := s.shortSKU
+			if short == "" && len(s.skus) == 1 {
+				short = s.skus[0]
+			}
+			if short != "" && s.at-s.latency >= lastRestock[short] {
+				turnedAway[short] = true
+			}
 		}
 		_ = hist.RecordValue(max(1, s.latency.Microseconds()))
 		row.Failovers += s.failovers
@@ -250,11 +265,11 @@ func summarize(mode string, cfg Config, samples []sample, elapsed time.Duration,
 			row.ErrorCodes[s.code]++
 		}
 	}
-	// Buyers were turned away although a whole purchase was still in stock. With cancellations,
-	// only a buyer turned away after the last restock counts: an earlier one may have met an
-	// empty shelf that a later cancellation filled.
-	if soldOutAfterRestocks && minFinal >= int64(cfg.Qty) {
-		row.Undersold = row.FinalStock
+	// Buyers were turned away although a whole purchase was still in stock.
+	for sku := range turnedAway {
+		if a := audits[sku]; a.Stock >= int64(cfg.Qty) {
+			row.Undersold += a.Stock
+		}
 	}
 	q := func(p float64) float64 { return float64(hist.ValueAtQuantile(p)) / 1000 }
 	row.P50, row.P95, row.P99, row.Max = q(50), q(95), q(99), float64(hist.Max())/1000

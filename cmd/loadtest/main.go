@@ -45,7 +45,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		requests    = fs.Int("requests", 1000, "purchases per mode")
 		concurrency = fs.Int("concurrency", 50, "purchases in flight at once")
 		qty         = fs.Int("qty", 1, "units per purchase")
-		cart        = fs.Int("cart", 0, "sell carts of this many SKUs (-sku, -sku-2, ... each with -stock units) instead of one SKU")
+		cart        = fs.Int("cart", 0, "sell carts of this many distinct SKUs instead of one SKU")
+		skus        = fs.Int("skus", 1, "a catalogue of this many products (-sku, -sku-2, ...), each with -stock units")
+		dist        = fs.String("dist", loadtest.DistUniform, "how purchases spread over the catalogue: uniform, or zipf (a hot head, a long tail)")
+		zipfS       = fs.Float64("zipf-s", 1.1, "the zipf exponent, above 1: the larger, the hotter the head")
 		cancelRatio = fs.Float64("cancel-ratio", 0, "share of accepted orders to cancel during the load (0 to 1); their units go back to stock")
 		modes       = fs.String("modes", "none,zk", "comma-separated lock modes to compare, in order")
 		adminToken  = fs.String("admin-token", adminDefault, "bearer token of the replicas' admin API (default $ADMIN_TOKEN or demo)")
@@ -62,12 +65,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	cfg := loadtest.Config{
 		Targets: loadtest.SplitList(*targets), SKU: *sku, Stock: *stock, Requests: *requests, Concurrency: *concurrency, CancelRatio: *cancelRatio, Cart: *cart,
+		Products: *skus, Dist: *dist, ZipfS: *zipfS,
 		Qty: *qty, Modes: loadtest.SplitList(*modes), AdminToken: *adminToken, Timeout: *timeout,
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "loadtest: unexpected arguments %v\n", fs.Args())
 		fs.Usage()
 		return 2
+	}
+	if *skus < 1 {
+		cfg.Products = -1 // the flag says "from 1": let Validate say so
 	}
 	if err := cfg.Validate(); err != nil {
 		fmt.Fprintf(stderr, "loadtest: %v\n\n", err)

@@ -243,6 +243,50 @@ func TestCarts(t *testing.T) {
 	}
 }
 
+// A catalogue of 40 products with a Zipf-skewed load: the hot head sells out, the tail does not,
+// and zk is exact on every one; the row sums them.
+func TestCatalogue(t *testing.T) {
+	rs := ordertest.Start(t, 3, ordertest.Options{WorkDelay: time.Millisecond})
+	jsonPath := filepath.Join(t.TempDir(), "r.json")
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"-targets", targets(rs), "-sku", "LT-6", "-stock", "5", "-requests", "300",
+		"-concurrency", "30", "-modes", "none,zk", "-skus", "40", "-dist", "zipf", "-zipf-s", "1.3",
+		"-admin-token", ordertest.AdminToken, "-json", jsonPath}, &stdout, &stderr)
+	t.Logf("table:\n%s", stdout.String())
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	var rep loadtest.Report
+	raw, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &rep); err != nil {
+		t.Fatal(err)
+	}
+	zk := rep.Rows[1]
+	if zk.SKUs != 40 || zk.InitialStock != 200 || zk.Oversold != 0 || zk.LostUpdates != 0 || zk.Undersold != 0 ||
+		zk.FinalStock != 200-zk.UnitsSold || zk.SoldOut == 0 || zk.WorstSKU != "" || int64(zk.Accepted) != zk.Orders {
+		t.Fatalf("zk over a catalogue is not exact: %+v", zk)
+	}
+	head, err := rs[0].Store.Audit(context.Background(), "LT-6")
+	if err != nil || head.Stock != 0 {
+		t.Fatalf("the hottest product did not sell out: %+v %v", head, err)
+	}
+	tail, err := rs[0].Store.Audit(context.Background(), "LT-6-40")
+	if err != nil || tail.Stock == 0 {
+		t.Fatalf("the coldest product sold out: %+v %v", tail, err)
+	}
+	if !strings.Contains(stdout.String(), "zk: 40 SKUs, figures summed over them; none is off") {
+		t.Fatalf("the table does not say how many SKUs:\n%s", stdout.String())
+	}
+	for _, args := range [][]string{{"-skus", "0"}, {"-dist", "pareto"}, {"-dist", "zipf", "-zipf-s", "1"}} {
+		if code := run(context.Background(), args, io.Discard, io.Discard); code != 2 {
+			t.Errorf("%v: exit %d, want 2", args, code)
+		}
+	}
+}
+
 func TestUsage(t *testing.T) {
 	for _, args := range [][]string{{"-requests", "0"}, {"-targets", "ftp://x"}, {"-modes", ""}, {"-concurrency", "x"}, {"stray"}} {
 		var stdout, stderr bytes.Buffer
