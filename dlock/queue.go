@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/go-zookeeper/zk"
 
@@ -72,27 +73,23 @@ type getResult struct {
 
 // QueueChanged waits until the queue at path changes (a node joins or leaves, or the path comes or
 // goes), or ctx ends: one ZooKeeper watch, for a dashboard that redraws the queue when it moves
-// instead of reading it in a loop. It returns nil on a change, and ctx's error otherwise.
+// instead of reading it in a loop. It returns nil on a change, and ctx's error otherwise. While the
+// path does not exist it watches the nearest parent that does (a creation watch on the path
+// itself would stay with the session until someone made it), so it may also wake for a change
+// beside the path; the caller reads the queue again either way.
 func (c *Client) QueueChanged(ctx context.Context, path string) error {
 	if err := validateLockPath(path); err != nil {
 		return err
 	}
 	changed, err := retry(ctx, c, func() (<-chan zk.Event, error) {
-		c.stats.children.Add(1)
-		_, _, ch, err := c.conn.ChildrenW(path)
-		if errors.Is(err, zk.ErrNoNode) {
-			// Not there yet: wait for it to be made.
-			var exists bool
-			exists, _, ch, err = c.conn.ExistsW(path)
-			if err == nil && exists {
-				return nil, errRaced
+		for p := path; ; p = parentOf(p) {
+			c.stats.children.Add(1)
+			_, _, ch, err := c.conn.ChildrenW(p)
+			if !errors.Is(err, zk.ErrNoNode) || p == "/" {
+				return ch, err
 			}
 		}
-		return ch, err
 	})
-	if errors.Is(err, errRaced) {
-		return nil // made between the two calls: a change
-	}
 	if err != nil {
 		return fmt.Errorf("dlock: watch queue %s: %w", path, err)
 	}
@@ -104,4 +101,10 @@ func (c *Client) QueueChanged(ctx context.Context, path string) error {
 	}
 }
 
-var errRaced = errors.New("the path appeared between two reads")
+func parentOf(p string) string {
+	i := strings.LastIndex(p, "/")
+	if i <= 0 {
+		return "/"
+	}
+	return p[:i]
+}

@@ -1,8 +1,11 @@
 package dlock_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,11 +13,16 @@ import (
 	"github.com/zkstock/zkstock/internal/testenv"
 )
 
-// QueueChanged wakes on every move of the queue (a path made, a node joining, a node leaving),
-// and not before.
+// QueueChanged wakes on every move of the queue (a node joining, a node leaving), and not before.
 func TestQueueChanged(t *testing.T) {
-	c := connect(t, testenv.ZKServers(t))
+	servers := testenv.ZKServers(t)
+	c := connect(t, servers)
+	other := connect(t, servers)
 	path := testenv.UniquePath(t)
+	holder, err := dlock.NewMutex(c, path).Lock(ctxTimeout(t, 5*time.Second)) // keeps the path there
+	if err != nil {
+		t.Fatal(err)
+	}
 	wait := func() chan error {
 		got := make(chan error, 1)
 		go func() { got <- c.QueueChanged(ctxTimeout(t, 10*time.Second), path) }()
@@ -38,21 +46,56 @@ func TestQueueChanged(t *testing.T) {
 			t.Fatalf("%s: no wake-up", what)
 		}
 	}
-	got := wait() // the path does not exist yet
+	got := wait()
 	quiet(got)
-	lease, err := dlock.NewMutex(c, path).Lock(ctxTimeout(t, 5*time.Second))
+	waiter := make(chan *dlock.Lease, 1)
+	go func() {
+		l, err := dlock.NewMutex(other, path).Lock(ctxTimeout(t, 10*time.Second))
+		if err != nil {
+			t.Error(err)
+		}
+		waiter <- l
+	}()
+	woke(got, "a waiter joined")
+	got = wait()
+	quiet(got)
+	mustUnlock(t, holder)
+	woke(got, "the holder left")
+	mustUnlock(t, <-waiter)
+
+	// A path that does not exist is not watched itself: waiting on it leaves no watch behind.
+	missing := testenv.UniquePath(t) + "-never"
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if err := c.QueueChanged(ctx, missing); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatal(err)
+	}
+	if n := watchesOn(t, servers[0], missing); n != 0 {
+		t.Fatalf("%d watches left on a path that does not exist", n)
+	}
+}
+
+// watchesOn counts the watches ZooKeeper holds on paths that start with prefix (wchp).
+func watchesOn(t *testing.T, addr, prefix string) int {
+	t.Helper()
+	conn, err := net.DialTimeout("tcp", addr, 2*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	woke(got, "the path was made and a node joined")
-	got = wait()
-	quiet(got)
-	mustUnlock(t, lease)
-	woke(got, "the holder left")
-
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-	defer cancel()
-	if err := c.QueueChanged(ctx, path); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("with nothing moving: %v, want the context's end", err)
+	defer conn.Close()
+	if _, err := conn.Write([]byte("wchp")); err != nil {
+		t.Fatal(err)
 	}
+	n, counting := 0, false
+	sc := bufio.NewScanner(conn)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "/"):
+			counting = strings.HasPrefix(line, prefix)
+		case counting && strings.TrimSpace(line) != "":
+			n++
+		}
+	}
+	return n
 }
