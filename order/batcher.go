@@ -63,12 +63,23 @@ func (s *Server) sellBatched(ctx context.Context, p inventory.Purchase) (invento
 	b := s.batcherFor(p.SKU)
 	r := &batchReq{ctx: ctx, p: p, done: make(chan batchAnswer, 1)}
 	b.mu.Lock()
-	b.queue = append(b.queue, r)
 	if !b.running {
+		// A new loop is counted under batchersMu, which Close takes before it waits: no loop
+		// starts once Close waits (a WaitGroup must not grow from zero during a Wait).
+		s.batchersMu.Lock()
+		closed := s.batchesClosed
+		if !closed {
+			s.batchRuns.Add(1)
+		}
+		s.batchersMu.Unlock()
+		if closed {
+			b.mu.Unlock()
+			return inventory.Result{}, errShuttingDown
+		}
 		b.running = true
-		s.batchRuns.Add(1)
 		go b.run()
 	}
+	b.queue = append(b.queue, r)
 	b.mu.Unlock()
 	// As in mode zk, a purchase waits at most LOCK_TIMEOUT for the lock: here, for a batch to take
 	// it. The batcher may be busy for longer than that (releasing a lease while ZooKeeper is
@@ -172,8 +183,12 @@ func (b *batcher) run() {
 	}
 }
 
-// waitForBatches waits, at most grace, for every batcher's loop to finish its work.
+// waitForBatches waits, at most grace, for every batcher's loop to finish its work; no new one
+// starts after it began.
 func (s *Server) waitForBatches(grace time.Duration) {
+	s.batchersMu.Lock()
+	s.batchesClosed = true
+	s.batchersMu.Unlock()
 	done := make(chan struct{})
 	go func() { s.batchRuns.Wait(); close(done) }()
 	select {
@@ -182,6 +197,9 @@ func (s *Server) waitForBatches(grace time.Duration) {
 		s.log.Warn("zk-batch: batches still selling at shutdown", "waited", grace.String())
 	}
 }
+
+// errShuttingDown: the replica is closing and takes no new batch; nothing was sold.
+var errShuttingDown = errors.New("the replica is shutting down")
 
 // errBatchPanicked: a batch's sale panicked; whether it committed is learnt by each purchase's key.
 var errBatchPanicked = errors.New("zk-batch: the batch's sale panicked")

@@ -364,6 +364,8 @@ func purchaseError(err error) *apiError {
 		return newError(http.StatusServiceUnavailable, "stale_token", "a newer lock holder has written this product; retry")
 	case errors.Is(err, errLockLost), errors.Is(err, dlock.ErrLost):
 		return newError(http.StatusServiceUnavailable, "lock_lost", "the lock was lost before commit; nothing was sold; retry")
+	case errors.Is(err, errShuttingDown):
+		return newError(http.StatusServiceUnavailable, "shutting_down", "the replica is shutting down; nothing was sold; retry on another")
 	case errors.Is(err, errLockUnavailable):
 		return newError(http.StatusServiceUnavailable, "lock_unavailable", "the product's lock could not be taken in time; retry")
 	case errors.Is(err, errOutcomeUnknown):

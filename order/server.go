@@ -49,7 +49,9 @@ type Server struct {
 	batchersMu sync.Mutex
 	batchers   map[string]*batcher // mode zk-batch, per SKU with purchases queued or selling
 	batchRuns  sync.WaitGroup      // the batchers' loops, which Close waits for
-	batchPanic func()              // tests only: runs inside every batch's sale
+	// batchesClosed: Close is waiting for the loops, and no new one starts (under batchersMu).
+	batchesClosed bool
+	batchPanic    func() // tests only: runs inside every batch's sale
 
 	herdMu sync.Mutex
 	herd   *teaching.Client // mode zk-herd's session, opened on first use
