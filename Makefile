@@ -10,7 +10,7 @@ DEMO_FLAGS ?=
 FUZZTIME ?= 30s
 FUZZ_CORPUS := order/testdata/fuzz/FuzzAPI
 
-.PHONY: test test-faults lint compose-check compose-test screenshots bench demo demo-up demo-down servers-start servers-stop help
+.PHONY: test test-faults lint compose-check compose-test screenshots footprint bench demo demo-up demo-down servers-start servers-stop help
 
 ## test: gofmt, go vet, docker-compose.yml check, then go test -race ./... against real servers
 test: lint compose-check
@@ -49,6 +49,11 @@ compose-test: compose-check
 screenshots:
 	scripts/ensure-tools.sh
 	$(SERVERS) run --no-ensemble -- env SCREENSHOT_DIR=$(CURDIR)/docs/images $(GO) test -count=1 -run TestLivePageInChromium -v ./order
+
+## footprint: 100,000 purchases over 1,000 SKUs in zk and zk-batch, then what they left behind
+## (lock paths, watches, goroutines, heap, batchers), measured against the idle values
+footprint:
+	$(SERVERS) run --no-ensemble -- env FOOTPRINT_PURCHASES=100000 FOOTPRINT_SKUS=1000 $(GO) test -count=1 -timeout 30m -run TestFootprintIsFlat -v ./order
 
 ## demo: three local replicas, loadtest none against zk, report in out/ (no Docker needed)
 demo:
