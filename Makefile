@@ -10,7 +10,7 @@ DEMO_FLAGS ?=
 FUZZTIME ?= 30s
 FUZZ_CORPUS := order/testdata/fuzz/FuzzAPI
 
-.PHONY: test test-faults lint compose-check compose-test screenshots footprint bench demo demo-up demo-down servers-start servers-stop help
+.PHONY: test test-faults lint compose-check compose-test screenshots footprint scale bench demo demo-up demo-down servers-start servers-stop help
 
 ## test: gofmt, go vet, docker-compose.yml check, then go test -race ./... against real servers
 test: lint compose-check
@@ -49,6 +49,12 @@ compose-test: compose-check
 screenshots:
 	scripts/ensure-tools.sh
 	$(SERVERS) run --no-ensemble -- env SCREENSHOT_DIR=$(CURDIR)/docs/images $(GO) test -count=1 -run TestLivePageInChromium -v ./order
+
+## scale: purchases/s against 1, 10, 100 and 1000 SKUs (uniform and Zipf) for zk, zk-batch,
+## db-forupdate, db-cas and redis-fenced, with a standalone ZooKeeper and the 3-node ensemble, next
+## to the raw limits of the same servers; tables in out/scale.md, charts in docs/images
+scale:
+	$(SERVERS) run -- scripts/scale.sh
 
 ## footprint: 100,000 purchases over 1,000 SKUs in zk and zk-batch, then what they left behind
 ## (lock paths, watches, goroutines, heap, batchers), measured against the idle values

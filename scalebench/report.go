@@ -1,0 +1,100 @@
+package scalebench
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/zkstock/zkstock/internal/svgchart"
+)
+
+// WriteMarkdown writes each run's limits and a table of its cells.
+func WriteMarkdown(w io.Writer, results []Result) error {
+	var b strings.Builder
+	for _, r := range results {
+		fmt.Fprintf(&b, "#### %s\n\nRaw limits in the same run: ZooKeeper **%.0f** create+delete pairs/s (%d sessions), the database **%.0f** single-row conditional UPDATE commits/s (%d connections).\n\n",
+			r.Setup, r.Limits.ZooKeeperPairs, r.Limits.Sessions, r.Limits.DBCommits, r.Limits.Connections)
+		b.WriteString("| mode | SKUs | spread | purchases/s | p50 ms | p99 ms | ZooKeeper ops / purchase | purchases / lock | binding limit | share of it | exact |\n")
+		b.WriteString("| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | --- |\n")
+		for _, c := range r.Cells {
+			ops, perLock := "—", "—"
+			if c.ZKOpsPerSale > 0 {
+				ops, perLock = fmt.Sprintf("%.1f", c.ZKOpsPerSale), fmt.Sprintf("%.1f", c.SalesPerLock)
+			}
+			exact := "yes"
+			if !c.Exact {
+				exact = "**no**"
+			}
+			if c.Errors > 0 {
+				exact += fmt.Sprintf(" (%d errors: %s)", c.Errors, strings.TrimSpace(c.ErrorExamples))
+			}
+			fmt.Fprintf(&b, "| %s | %d | %s | %.0f | %.1f | %.1f | %s | %s | %s (%.0f/s) | %.0f%% | %s |\n",
+				c.Mode, c.SKUs, c.Dist, c.Throughput, c.P50ms, c.P99ms, ops, perLock, c.Binding, ceiling(c), 100*c.BindingRatio, exact)
+		}
+		b.WriteString("\n")
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func ceiling(c Cell) float64 {
+	if c.Binding == "ZooKeeper" {
+		return c.ZKCeiling
+	}
+	return c.DBCeiling
+}
+
+// WriteCharts draws purchases per second against the number of SKUs, one chart per setup and
+// spread, one bar per mode: dir/scale-<setup>-<spread>.svg.
+func WriteCharts(dir string, results []Result) ([]string, error) {
+	var files []string
+	for _, r := range results {
+		dists := map[string]bool{}
+		for _, c := range r.Cells {
+			dists[c.Dist] = true
+		}
+		for dist := range dists {
+			var groups, modes []string
+			seenG, seenM := map[string]bool{}, map[string]bool{}
+			value := map[[2]string]float64{}
+			for _, c := range r.Cells {
+				if c.Dist != dist && c.SKUs != 1 {
+					continue
+				}
+				g := strconv.Itoa(c.SKUs) + " SKUs"
+				if !seenG[g] {
+					seenG[g] = true
+					groups = append(groups, g)
+				}
+				if !seenM[c.Mode] {
+					seenM[c.Mode] = true
+					modes = append(modes, c.Mode)
+				}
+				value[[2]string{g, c.Mode}] = c.Throughput
+			}
+			chart := svgchart.BarChart(fmt.Sprintf("Purchases per second, %s, %s spread", r.Setup, dist), "purchases/s", groups, modes,
+				func(g, m string) float64 { return value[[2]string{g, m}] })
+			name := filepath.Join(dir, fmt.Sprintf("scale-%s-%s.svg", slug(r.Setup), dist))
+			if err := os.WriteFile(name, []byte(chart), 0o644); err != nil {
+				return files, fmt.Errorf("chart: %w", err)
+			}
+			files = append(files, name)
+		}
+	}
+	return files, nil
+}
+
+func slug(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
+			return r
+		}
+		if r >= 'A' && r <= 'Z' {
+			return r + 'a' - 'A'
+		}
+		return '-'
+	}, s)
+}

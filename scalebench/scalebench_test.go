@@ -1,0 +1,36 @@
+package scalebench
+
+import (
+	"bytes"
+	"math"
+	"strings"
+	"testing"
+)
+
+func TestBind(t *testing.T) {
+	lim := Limits{ZooKeeperPairs: 2000, DBCommits: 3000}
+	zk := Cell{Mode: "zk", Throughput: 1000, SalesPerLock: 1}
+	zk.bind(lim, true)
+	if zk.Binding != "ZooKeeper" || zk.ZKCeiling != 2000 || math.Abs(zk.BindingRatio-0.5) > 1e-9 {
+		t.Fatalf("zk: %+v", zk)
+	}
+	batch := Cell{Mode: "zk-batch", Throughput: 9000, SalesPerLock: 4}
+	batch.bind(lim, true)
+	if batch.Binding != "ZooKeeper" || batch.ZKCeiling != 8000 || batch.DBCeiling != 12000 {
+		t.Fatalf("zk-batch: %+v", batch)
+	}
+	cas := Cell{Mode: "db-cas", Throughput: 1500, SalesPerLock: 1}
+	cas.bind(lim, false)
+	if cas.Binding != "database" || cas.ZKCeiling != 0 || math.Abs(cas.BindingRatio-0.5) > 1e-9 {
+		t.Fatalf("db-cas: %+v", cas)
+	}
+	var b bytes.Buffer
+	if err := WriteMarkdown(&b, []Result{{Setup: "standalone", Limits: lim, Cells: []Cell{zk, cas}}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"| zk | 0 |", "ZooKeeper (2000/s) | 50% |", "| db-cas |", "database (3000/s) | 50% |"} {
+		if !strings.Contains(b.String(), want) {
+			t.Fatalf("the table lacks %q:\n%s", want, b.String())
+		}
+	}
+}
