@@ -1,11 +1,8 @@
 package dlock_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
-	"net"
-	"strings"
 	"testing"
 	"time"
 
@@ -70,32 +67,7 @@ func TestQueueChanged(t *testing.T) {
 	if err := c.QueueChanged(ctx, missing); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatal(err)
 	}
-	if n := watchesOn(t, servers[0], missing); n != 0 {
+	if n := testenv.WatchesUnder(t, servers[0], missing); n != 0 {
 		t.Fatalf("%d watches left on a path that does not exist", n)
 	}
-}
-
-// watchesOn counts the watches ZooKeeper holds on paths that start with prefix (wchp).
-func watchesOn(t *testing.T, addr, prefix string) int {
-	t.Helper()
-	conn, err := net.DialTimeout("tcp", addr, 2*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	if _, err := conn.Write([]byte("wchp")); err != nil {
-		t.Fatal(err)
-	}
-	n, counting := 0, false
-	sc := bufio.NewScanner(conn)
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case strings.HasPrefix(line, "/"):
-			counting = strings.HasPrefix(line, prefix)
-		case counting && strings.TrimSpace(line) != "":
-			n++
-		}
-	}
-	return n
 }

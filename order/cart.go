@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"slices"
 	"time"
 
@@ -75,27 +74,15 @@ func (s *Server) purchaseCart(c *gin.Context, cart inventory.Cart) {
 			e.Message = "not enough stock left of " + short.SKU + "; nothing was sold"
 			e.SKU = short.SKU
 		}
-		e.RequestID = cart.RequestID
-		s.metrics.orders.WithLabelValues(e.Code).Inc()
-		if e.Status >= 500 {
-			log.Warn("cart failed", "code", e.Code, "err", err)
-		}
-		abortWith(c, e)
+		s.refusePurchase(c, e, cart.RequestID, log, err)
 		return
 	}
-	status, result := http.StatusCreated, "created"
-	if res.Replayed {
-		status, result = http.StatusOK, "replayed"
-	}
-	s.metrics.orders.WithLabelValues(result).Inc()
+	status, result := s.countSale(res.Replayed)
 	for sku, left := range res.Remaining {
 		s.metrics.stock.WithLabelValues(sku).Set(float64(left))
 		if !res.Replayed {
 			s.feeds.notify(sku)
 		}
-	}
-	if !res.Replayed {
-		s.sales.Add(1)
 	}
 	log.Info("cart", "result", result, "items", len(res.Orders))
 	c.JSON(status, cartResponse{RequestID: cart.RequestID, Orders: res.Orders, Remaining: res.Remaining, Replayed: res.Replayed, Replica: s.cfg.ReplicaID, Mode: mode})

@@ -1,11 +1,8 @@
 package order_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"io"
-	"net"
 	"os"
 	"runtime"
 	"strconv"
@@ -45,7 +42,7 @@ func measure(t *testing.T, conn *zk.Conn, zkAddr, prefix string, rs []*replica) 
 			f.lockPaths++
 		}
 	}
-	f.watches = watchesUnder(t, zkAddr, order.LockRoot+"/"+prefix)
+	f.watches = testenv.WatchesUnder(t, zkAddr, order.LockRoot+"/"+prefix)
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
@@ -54,35 +51,6 @@ func measure(t *testing.T, conn *zk.Conn, zkAddr, prefix string, rs []*replica) 
 		f.batchers += r.Srv.Batchers()
 	}
 	return f
-}
-
-// watchesUnder counts the watches ZooKeeper holds on paths that start with prefix (the wchp
-// four-letter word: each watched path, then the sessions watching it).
-func watchesUnder(t *testing.T, addr, prefix string) int {
-	t.Helper()
-	conn, err := net.DialTimeout("tcp", addr, 2*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	if _, err := conn.Write([]byte("wchp")); err != nil {
-		t.Fatal(err)
-	}
-	n, counting := 0, false
-	sc := bufio.NewScanner(conn)
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case strings.HasPrefix(line, "/"):
-			counting = strings.HasPrefix(line, prefix)
-		case counting && strings.TrimSpace(line) != "":
-			n++
-		}
-	}
-	if err := sc.Err(); err != nil && err != io.EOF {
-		t.Fatal(err)
-	}
-	return n
 }
 
 func envInt(name string, def int) int {

@@ -58,16 +58,19 @@ type zkCollector struct{ stats func() dlock.Stats }
 var (
 	zkWatchDesc = prometheus.NewDesc("zkstock_zk_watch_events_total", "Watch notifications received by lock waiters.", nil, nil)
 	zkOpsDesc   = prometheus.NewDesc("zkstock_zk_ops_total", "ZooKeeper operations issued by the lock client.", []string{"op"}, nil)
+	zkAcqDesc   = prometheus.NewDesc("zkstock_zk_acquisitions_total", "ZooKeeper locks taken (a zk-batch lock sells many purchases).", nil, nil)
 )
 
 func (z zkCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- zkWatchDesc
 	ch <- zkOpsDesc
+	ch <- zkAcqDesc
 }
 
 func (z zkCollector) Collect(ch chan<- prometheus.Metric) {
 	st := z.stats()
 	ch <- prometheus.MustNewConstMetric(zkWatchDesc, prometheus.CounterValue, float64(st.WatchEvents))
+	ch <- prometheus.MustNewConstMetric(zkAcqDesc, prometheus.CounterValue, float64(st.Acquisitions))
 	for op, n := range map[string]int64{"create": st.Creates, "delete": st.Deletes, "children": st.ChildrenCalls, "exists": st.ExistsCalls, "get": st.GetCalls} {
 		ch <- prometheus.MustNewConstMetric(zkOpsDesc, prometheus.CounterValue, float64(n), op)
 	}

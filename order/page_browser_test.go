@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -24,13 +23,7 @@ import (
 // it collects the page's console errors and uncaught exceptions.
 func browser(t *testing.T) (context.Context, func() []string) {
 	t.Helper()
-	bin, err := exec.LookPath("chromium")
-	if err != nil {
-		if testenv.InCI() {
-			t.Fatal("chromium is not installed (CI=true): scripts/ensure-tools.sh installs it")
-		}
-		t.Skip("chromium is not installed: run scripts/ensure-tools.sh")
-	}
+	bin := testenv.Chromium(t)
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(bin), chromedp.NoSandbox,
 		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-component-update", true),
 		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1280, 900))
@@ -43,7 +36,7 @@ func browser(t *testing.T) (context.Context, func() []string) {
 	}
 	var mu sync.Mutex
 	var problems []string
-	err = chromedp.Listen(ctx, func(ev any) {
+	err := chromedp.Listen(ctx, func(ev any) {
 		mu.Lock()
 		defer mu.Unlock()
 		switch ev := ev.(type) {
@@ -156,36 +149,27 @@ func TestLivePageInChromium(t *testing.T) {
 	})
 	screenshot(t, ctx, "live-page-none.png")
 
-	done := load("zk")
 	most := 0
 	shot := false
-	for waiting := true; waiting; {
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Fatal(err)
-			}
-			waiting = false
-		case <-time.After(40 * time.Millisecond):
-			nodes, err := count(ctx, "#queue .node")
-			if err != nil {
-				t.Fatal(err)
-			}
-			arrows, err := count(ctx, "#queue .arrow")
-			if err != nil {
-				t.Fatal(err)
-			}
-			most = max(most, nodes)
-			orders, err := textOf(ctx, "orders")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if n, _ := strconv.Atoi(orders); nodes >= 4 && arrows == nodes-1 && n >= 10 && !shot {
-				screenshot(t, ctx, "live-page-zk.png")
-				shot = true
-			}
+	whileLoading(t, load("zk"), 40*time.Millisecond, func() {
+		nodes, err := count(ctx, "#queue .node")
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
+		arrows, err := count(ctx, "#queue .arrow")
+		if err != nil {
+			t.Fatal(err)
+		}
+		most = max(most, nodes)
+		orders, err := textOf(ctx, "orders")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n, _ := strconv.Atoi(orders); nodes >= 4 && arrows == nodes-1 && n >= 10 && !shot {
+			screenshot(t, ctx, "live-page-zk.png")
+			shot = true
+		}
+	})
 	if most < 2 || !shot {
 		t.Fatalf("the queue never showed waiters with their arrows during the zk load (at most %d nodes)", most)
 	}
@@ -221,35 +205,26 @@ func TestLivePageInChromium(t *testing.T) {
 
 	// The herd recipe: every waiter watches the lock path, so a release wakes them all; the page's
 	// wake-ups per second run far ahead of its purchases per second.
-	done = load("zk-herd")
 	herdShot := false
-	for waiting := true; waiting; {
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Fatal(err)
-			}
-			waiting = false
-		case <-time.After(100 * time.Millisecond):
-			rates, err := chromedp.Run(ctx, chromedp.Evaluate[[]float64](
-				`[Number(document.getElementById("rate-purchases").textContent), Number(document.getElementById("rate-wakeups").textContent)]`))
-			if err != nil {
-				t.Fatal(err)
-			}
-			arrows, err := count(ctx, "#queue .arrow")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if arrows != 0 {
-				t.Fatalf("mode zk-herd: the page draws %d predecessor arrows, but every herd waiter watches the path", arrows)
-			}
-			if len(rates) == 2 && rates[0] > 0 && rates[1] > 3*rates[0] && !herdShot {
-				screenshot(t, ctx, "live-page-herd.png")
-				herdShot = true
-				t.Logf("zk-herd: %.1f purchases/s against %.1f watch wake-ups/s on order1", rates[0], rates[1])
-			}
+	whileLoading(t, load("zk-herd"), 100*time.Millisecond, func() {
+		rates, err := chromedp.Run(ctx, chromedp.Evaluate[[]float64](
+			`[Number(document.getElementById("rate-purchases").textContent), Number(document.getElementById("rate-wakeups").textContent)]`))
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
+		arrows, err := count(ctx, "#queue .arrow")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if arrows != 0 {
+			t.Fatalf("mode zk-herd: the page draws %d predecessor arrows, but every herd waiter watches the path", arrows)
+		}
+		if len(rates) == 2 && rates[0] > 0 && rates[1] > 3*rates[0] && !herdShot {
+			screenshot(t, ctx, "live-page-herd.png")
+			herdShot = true
+			t.Logf("zk-herd: %.1f purchases/s against %.1f watch wake-ups/s on order1", rates[0], rates[1])
+		}
+	})
 	if !herdShot {
 		t.Fatal("the page never showed the herd: watch wake-ups/s never ran 3 times ahead of purchases/s in mode zk-herd")
 	}
@@ -259,6 +234,22 @@ func TestLivePageInChromium(t *testing.T) {
 }
 
 func containsText(s, sub string) bool { return strings.Contains(s, sub) }
+
+// whileLoading looks at the page every period until the load is done.
+func whileLoading(t *testing.T, done <-chan error, period time.Duration, look func()) {
+	t.Helper()
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+			return
+		case <-time.After(period):
+			look()
+		}
+	}
+}
 
 type quietProgress struct{}
 

@@ -55,23 +55,12 @@ func (s *Server) purchase(c *gin.Context) {
 		res, err = s.resolve(c.Request.Context(), p, err, log)
 	}
 	if err != nil {
-		e := purchaseError(err)
-		e.RequestID = p.RequestID
-		s.metrics.orders.WithLabelValues(e.Code).Inc()
-		if e.Status >= 500 {
-			log.Warn("purchase failed", "code", e.Code, "err", err)
-		}
-		abortWith(c, e)
+		s.refusePurchase(c, purchaseError(err), p.RequestID, log, err)
 		return
 	}
-	status, result := http.StatusCreated, "created"
-	if res.Replayed {
-		status, result = http.StatusOK, "replayed"
-	}
-	s.metrics.orders.WithLabelValues(result).Inc()
+	status, result := s.countSale(res.Replayed)
 	s.metrics.stock.WithLabelValues(p.SKU).Set(float64(res.Remaining))
 	if !res.Replayed {
-		s.sales.Add(1)
 		s.feeds.notify(p.SKU)
 	}
 	log.Info("purchase", "result", result, "order", res.Order.ID, "token", res.Order.FenceToken, "remaining", res.Remaining)
@@ -79,6 +68,29 @@ func (s *Server) purchase(c *gin.Context) {
 }
 
 // parsePurchase reads a purchase of one SKU, or a cart (cart != nil).
+// refusePurchase answers a failed purchase or cart: the error with the key it ran under, counted,
+// and logged when the service is at fault.
+func (s *Server) refusePurchase(c *gin.Context, e *apiError, key string, log *slog.Logger, err error) {
+	e.RequestID = key
+	s.metrics.orders.WithLabelValues(e.Code).Inc()
+	if e.Status >= 500 {
+		log.Warn("purchase failed", "code", e.Code, "err", err)
+	}
+	abortWith(c, e)
+}
+
+// countSale counts a sale, or its replay, and says how to answer it.
+func (s *Server) countSale(replayed bool) (status int, result string) {
+	status, result = http.StatusCreated, "created"
+	if replayed {
+		status, result = http.StatusOK, "replayed"
+	} else {
+		s.sales.Add(1)
+	}
+	s.metrics.orders.WithLabelValues(result).Inc()
+	return status, result
+}
+
 func (s *Server) parsePurchase(c *gin.Context) (p inventory.Purchase, cart *inventory.Cart, _ *apiError) {
 	if e := requireJSON(c); e != nil {
 		return p, nil, e

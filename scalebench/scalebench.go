@@ -129,16 +129,18 @@ func runCell(ctx context.Context, cfg Config, lim Limits, mode string, skus int,
 		c.ErrorExamples += fmt.Sprintf("%s×%d ", code, n)
 	}
 	sold := float64(row.Accepted)
-	creates := after["create"] - before["create"]
+	locks := after[acquisitions] - before[acquisitions]
 	var ops float64
 	for op, n := range after {
-		ops += n - before[op]
+		if op != acquisitions {
+			ops += n - before[op]
+		}
 	}
 	c.SalesPerLock = 1
 	if sold > 0 && ops > 0 {
 		c.ZKOpsPerSale = ops / sold
-		if creates > 0 {
-			c.SalesPerLock = sold / creates
+		if locks > 0 {
+			c.SalesPerLock = sold / locks
 		}
 	}
 	c.bind(lim, ops > 0)
@@ -160,7 +162,11 @@ func (c *Cell) bind(lim Limits, usesZooKeeper bool) {
 	}
 }
 
-// zkOps adds up the replicas' ZooKeeper operations by kind (zkstock_zk_ops_total).
+// acquisitions is zkOps's key for the locks taken.
+const acquisitions = "acquisitions"
+
+// zkOps adds up the replicas' ZooKeeper operations by kind (zkstock_zk_ops_total), and the locks
+// they took (zkstock_zk_acquisitions_total).
 func zkOps(ctx context.Context, targets []string) (map[string]float64, error) {
 	total := map[string]float64{}
 	for _, t := range targets {
@@ -175,12 +181,14 @@ func zkOps(ctx context.Context, targets []string) (map[string]float64, error) {
 		sc := bufio.NewScanner(resp.Body)
 		for sc.Scan() {
 			line := sc.Text()
-			rest, ok := strings.CutPrefix(line, `zkstock_zk_ops_total{op="`)
-			if !ok {
-				continue
-			}
-			op, val, ok := strings.Cut(rest, `"} `)
-			if !ok {
+			var op, val string
+			if rest, ok := strings.CutPrefix(line, `zkstock_zk_ops_total{op="`); ok {
+				if op, val, ok = strings.Cut(rest, `"} `); !ok {
+					continue
+				}
+			} else if rest, ok := strings.CutPrefix(line, "zkstock_zk_acquisitions_total "); ok {
+				op, val = acquisitions, rest
+			} else {
 				continue
 			}
 			v, err := strconv.ParseFloat(val, 64)

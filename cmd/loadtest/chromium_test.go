@@ -18,13 +18,7 @@ import (
 // chromium runs headless Chromium with the flags this closed network needs.
 func chromium(t *testing.T, args ...string) (stdout, stderr string) {
 	t.Helper()
-	bin, err := exec.LookPath("chromium")
-	if err != nil {
-		if testenv.InCI() {
-			t.Fatal("chromium is not installed (CI=true): scripts/ensure-tools.sh installs it")
-		}
-		t.Skip("chromium is not installed: run scripts/ensure-tools.sh")
-	}
+	bin := testenv.Chromium(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	base := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

@@ -21,6 +21,20 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m, "ZK_SERVERS", "MYSQL_DSN") }
 
+// readReport reads the JSON report a run wrote.
+func readReport(t *testing.T, path string) loadtest.Report {
+	t.Helper()
+	var rep loadtest.Report
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &rep); err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
 func targets(rs []*ordertest.Replica) string {
 	urls := make([]string, len(rs))
 	for i, r := range rs {
@@ -40,14 +54,7 @@ func TestComparesNoneAndZK(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
-	var rep loadtest.Report
-	raw, err := os.ReadFile(jsonPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(raw, &rep); err != nil {
-		t.Fatal(err)
-	}
+	rep := readReport(t, jsonPath)
 	if len(rep.Rows) != 2 || rep.Rows[0].Mode != "none" || rep.Rows[1].Mode != "zk" {
 		t.Fatalf("rows %+v", rep.Rows)
 	}
@@ -151,14 +158,7 @@ func TestFailsOverWhenAReplyIsLost(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
-	var rep loadtest.Report
-	raw, err := os.ReadFile(jsonPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(raw, &rep); err != nil {
-		t.Fatal(err)
-	}
+	rep := readReport(t, jsonPath)
 	zk := rep.Rows[0]
 	t.Logf("replies lost: %d; row: accepted %d, sold out %d, errors %d, failovers %d, orders %d", lost.Load(),
 		zk.Accepted, zk.SoldOut, zk.Errors, zk.Failovers, zk.Orders)
@@ -183,14 +183,7 @@ func TestCancelRatio(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
-	var rep loadtest.Report
-	raw, err := os.ReadFile(jsonPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(raw, &rep); err != nil {
-		t.Fatal(err)
-	}
+	rep := readReport(t, jsonPath)
 	zk := rep.Rows[1]
 	if zk.Cancelled == 0 || zk.CancelErrors != 0 || zk.UnitsRestocked != int64(zk.Cancelled) || zk.Oversold != 0 || zk.LostUpdates != 0 ||
 		zk.Undersold != 0 || int64(zk.Accepted) != zk.Orders+int64(zk.Cancelled) || zk.FinalStock != 60-zk.UnitsSold {
@@ -218,14 +211,7 @@ func TestCarts(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
-	var rep loadtest.Report
-	raw, err := os.ReadFile(jsonPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(raw, &rep); err != nil {
-		t.Fatal(err)
-	}
+	rep := readReport(t, jsonPath)
 	for _, row := range rep.Rows {
 		// 20 carts stand in the end (each of 3 orders), whatever was cancelled on the way.
 		if row.InitialStock != 60 || row.FinalStock != 0 || row.Orders != 60 || row.Oversold != 0 || row.LostUpdates != 0 ||
@@ -256,14 +242,7 @@ func TestCatalogue(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
-	var rep loadtest.Report
-	raw, err := os.ReadFile(jsonPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(raw, &rep); err != nil {
-		t.Fatal(err)
-	}
+	rep := readReport(t, jsonPath)
 	zk := rep.Rows[1]
 	if zk.SKUs != 40 || zk.InitialStock != 200 || zk.Oversold != 0 || zk.LostUpdates != 0 || zk.Undersold != 0 ||
 		zk.FinalStock != 200-zk.UnitsSold || zk.SoldOut == 0 || zk.WorstSKU != "" || int64(zk.Accepted) != zk.Orders {
