@@ -145,7 +145,12 @@ func TestLivePageInChromium(t *testing.T) {
 			return false, err
 		}
 		v, _ := strconv.Atoi(n)
-		return v > 0 && red, nil
+		shown, err := textOf(ctx, "orders")
+		if err != nil {
+			return false, err
+		}
+		// The last update has come: the page shows every order the load made.
+		return v > 0 && red && shown == strconv.FormatInt(auditOf(t, rs[0], sku).Orders, 10), nil
 	})
 	screenshot(t, ctx, "live-page-none.png")
 
