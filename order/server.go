@@ -142,6 +142,10 @@ func (s *Server) Mode() LockMode { return s.mode.Load().(LockMode) }
 func (s *Server) Handler() http.Handler {
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
+	// An API answers what it is asked: no 307 to a path with one slash fewer, which would also
+	// answer an admin path before its token is checked.
+	r.RedirectTrailingSlash = false
+	r.RedirectFixedPath = false
 	r.HandleMethodNotAllowed = true
 	r.ContextWithFallback = true
 	r.Use(s.recoverJSON)
