@@ -35,9 +35,45 @@ func WriteMarkdown(w io.Writer, results []Result) error {
 				c.Mode, c.SKUs, c.Dist, c.Throughput, c.P50ms, c.P99ms, ops, perLock, c.Binding, ceiling(c), 100*c.BindingRatio, exact)
 		}
 		b.WriteString("\n")
+		writeCPU(&b, r)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeCPU writes where each cell's CPU went: how full the machine was, and the CPU time per
+// purchase of each kind of process.
+func writeCPU(b *strings.Builder, r Result) {
+	var cells []Cell
+	for _, c := range r.Cells {
+		if c.CPU != nil {
+			cells = append(cells, c)
+		}
+	}
+	if len(cells) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "Where the CPU went (%s): processors busy during the load, and CPU milliseconds per purchase by process.\n\n", r.Setup)
+	b.WriteString("| mode | SKUs | spread | processors busy |")
+	for _, k := range cpuKinds {
+		fmt.Fprintf(b, " %s |", k)
+	}
+	b.WriteString(" total |\n| --- | ---: | --- | ---: |")
+	for range cpuKinds {
+		b.WriteString(" ---: |")
+	}
+	b.WriteString(" ---: |\n")
+	for _, c := range cells {
+		fmt.Fprintf(b, "| %s | %d | %s | %.2f of %d |", c.Mode, c.SKUs, c.Dist, c.CPU.CoresBusy, c.CPU.Cores)
+		var total float64
+		for _, k := range cpuKinds {
+			ms := c.CPU.MsPerPurchase[k]
+			total += ms
+			fmt.Fprintf(b, " %.2f |", ms)
+		}
+		fmt.Fprintf(b, " %.2f |\n", total)
+	}
+	b.WriteString("\n")
 }
 
 func ceiling(c Cell) float64 {

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -62,6 +63,7 @@ type Cell struct {
 	BindingRatio  float64 `json:"binding_ratio"`
 	Errors        int     `json:"errors"`
 	ErrorExamples string  `json:"error_codes,omitempty"`
+	CPU           *CPU    `json:"cpu,omitempty"` // nil where /proc cannot be read
 }
 
 // Result is a run.
@@ -89,6 +91,9 @@ func Run(ctx context.Context, cfg Config, progress func(string)) (Result, error)
 	if res.Limits.DBCommits, err = store.RawUpdates(ctx, cfg.Concurrency, 1000, cfg.RawFor); err != nil {
 		return res, err
 	}
+	if _, err := sampleCPU(); err != nil {
+		progress(fmt.Sprintf("the CPU is not measured: %v", err))
+	}
 	for _, skus := range cfg.SKUCounts {
 		for _, dist := range cfg.Dists {
 			if skus == 1 && dist != cfg.Dists[0] {
@@ -112,9 +117,10 @@ func runCell(ctx context.Context, cfg Config, lim Limits, mode string, skus int,
 	if err != nil {
 		return Cell{}, err
 	}
+	meter := &cpuMeter{}
 	rep, err := loadtest.Run(ctx, loadtest.Config{Targets: cfg.Targets, AdminToken: cfg.AdminToken, SKU: fmt.Sprintf("SC%d%c", skus, dist[0]),
 		Products: skus, Dist: dist, ZipfS: cfg.ZipfS, Stock: cfg.Requests, Requests: cfg.Requests, Concurrency: cfg.Concurrency,
-		Qty: 1, Modes: []string{mode}, Timeout: time.Minute}, quiet{})
+		Qty: 1, Modes: []string{mode}, Timeout: time.Minute}, meter)
 	if err != nil {
 		return Cell{}, err
 	}
@@ -129,6 +135,10 @@ func runCell(ctx context.Context, cfg Config, lim Limits, mode string, skus int,
 		c.ErrorExamples += fmt.Sprintf("%s×%d ", code, n)
 	}
 	sold := float64(row.Accepted)
+	if meter.err == nil {
+		cpu := cpuBetween(meter.start, meter.end, runtime.NumCPU(), sold)
+		c.CPU = &cpu
+	}
 	locks := after[acquisitions] - before[acquisitions]
 	var ops float64
 	for op, n := range after {
@@ -207,8 +217,17 @@ func zkOps(ctx context.Context, targets []string) (map[string]float64, error) {
 	return total, nil
 }
 
-type quiet struct{}
+// cpuMeter samples the CPU when the load starts and when it ends, so that setting up the
+// products and auditing them are not charged to the purchases.
+type cpuMeter struct {
+	start, end cpuSample
+	err        error
+}
 
-func (quiet) Start(string, int) {}
-func (quiet) Add(int)           {}
-func (quiet) Finish()           {}
+func (m *cpuMeter) Start(string, int) { m.start, m.err = sampleCPU() }
+func (m *cpuMeter) Add(int)           {}
+func (m *cpuMeter) Finish() {
+	if m.err == nil {
+		m.end, m.err = sampleCPU()
+	}
+}
