@@ -34,6 +34,11 @@ func Open(ctx context.Context, dsn string, pool PoolOptions) (*Store, error) {
 	}
 	cfg.ClientFoundRows = true
 	cfg.ParseTime = true
+	// A statement with arguments is otherwise prepared, executed and closed on the server: three
+	// round trips where one does. Profiling a replica under load found the replica's time in
+	// those packets' system calls. The driver escapes the arguments itself, and falls back to
+	// preparing for the character sets where that would be unsafe.
+	cfg.InterpolateParams = true
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 5 * time.Second
 	}
