@@ -85,7 +85,10 @@ func (s *Store) Migrate(ctx context.Context) error {
 			return errors.New("another replica held the migration lock for 30 s")
 		}
 		defer session().Exec("SELECT RELEASE_LOCK('zkstock_migrate')")
-		return session().AutoMigrate(&Product{}, &Order{}, &TableLock{}, &Replica{})
+		if err := session().AutoMigrate(&Product{}, &Order{}, &TableLock{}, &Replica{}); err != nil {
+			return err
+		}
+		return binaryCollation(session)
 	})
 	if err != nil {
 		return fmt.Errorf("inventory: migrate: %w", err)

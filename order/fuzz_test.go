@@ -25,6 +25,8 @@ func FuzzAPI(f *testing.F) {
 		{"POST", "/v1/orders", "application/json; charset=utf-8", "", "", `{"sku":"FUZZ-1","qty":1e3}`},
 		{"POST", "/v1/orders", "text/plain", "", "", `{"sku":"FUZZ-1","qty":1}`},
 		{"POST", "/v1/orders", "application/json", "", "", `{"sku":"../x","qty":-1,"extra":[]}`},
+		// Another spelling of FUZZ-1: another lock, so another product (it once sold FUZZ-1's stock).
+		{"POST", "/v1/orders", "application/json", "", "", `{"sku":"fuzz-1","qty":1}`},
 		{"PUT", "/admin/products/FUZZ-1", "application/json", "Bearer wrong", "", `{"stock":0}`},
 		{"PUT", "/admin/lock-mode", "application/json", "Basic Zm9v", "", `{"mode":"none"}`},
 		{"GET", "/v1/products/FUZZ-1/lock", "", "", "", ``},
