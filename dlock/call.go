@@ -68,12 +68,12 @@ type watched struct {
 	ch   <-chan zk.Event
 }
 
-// existsW watches a node that should exist (its deletion fires the watch); ErrNoNode if it does
+// watchNode watches a node that should exist (its deletion fires the watch); ErrNoNode if it does
 // not. It sets a data watch (GetW), not ExistsW's: on a missing node ExistsW leaves a creation
 // watch behind, which for a sequential name never fires and stays with the session for good. A
 // holding released while its own-node watch was being set did just that, a few times in every
 // thousand purchases (TestFootprintIsFlat in package order counts the watches left).
-func (c *Client) existsW(ctx context.Context, path string) (watched, error) {
+func (c *Client) watchNode(ctx context.Context, path string) (watched, error) {
 	return retry(ctx, c, func() (watched, error) {
 		c.stats.gets.Add(1)
 		_, st, ch, err := c.conn.GetW(path)

@@ -222,12 +222,12 @@ func (h *holding) monitor() {
 		w   watched
 		err error
 	}
-	var watching chan result // the pending existsW on the node, if any
+	var watching chan result // the pending watchNode on the node, if any
 	var watch <-chan zk.Event
 	setWatch := func() {
 		watching = make(chan result, 1)
 		go func(out chan<- result) {
-			w, err := h.c.existsW(h.ctx, h.node) // h.ctx ends with the holding
+			w, err := h.c.watchNode(h.ctx, h.node) // h.ctx ends with the holding
 			out <- result{w, err}
 		}(watching)
 	}

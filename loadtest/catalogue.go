@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 )
 
@@ -39,9 +40,7 @@ func (p *picker) pick(i int) []string {
 			out[j] = p.skus[(i+j)%n]
 		}
 		if i%2 == 1 {
-			for a, b := 0, n-1; a < b; a, b = a+1, b-1 {
-				out[a], out[b] = out[b], out[a]
-			}
+			slices.Reverse(out)
 		}
 		return out
 	}

@@ -67,7 +67,6 @@ func (s *Server) purchase(c *gin.Context) {
 	c.JSON(status, purchaseResponse{RequestID: p.RequestID, Order: res.Order, Remaining: res.Remaining, Replayed: res.Replayed, Replica: s.cfg.ReplicaID, Mode: mode})
 }
 
-// parsePurchase reads a purchase of one SKU, or a cart (cart != nil).
 // refusePurchase answers a failed purchase or cart: the error with the key it ran under, counted,
 // and logged when the service is at fault.
 func (s *Server) refusePurchase(c *gin.Context, e *apiError, key string, log *slog.Logger, err error) {
@@ -91,6 +90,7 @@ func (s *Server) countSale(replayed bool) (status int, result string) {
 	return status, result
 }
 
+// parsePurchase reads a purchase of one SKU, or a cart (cart != nil).
 func (s *Server) parsePurchase(c *gin.Context) (p inventory.Purchase, cart *inventory.Cart, _ *apiError) {
 	if e := requireJSON(c); e != nil {
 		return p, nil, e
