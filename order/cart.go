@@ -97,7 +97,11 @@ func (s *Server) sellCart(ctx context.Context, cart inventory.Cart, mode LockMod
 		skus[i] = it.SKU
 	}
 	if !cart.NewKey {
-		if res, found, err := s.store.CartByKey(ctx, cart); err == nil && found {
+		res, found, err := s.store.CartByKey(ctx, cart)
+		switch {
+		case err != nil:
+			warnKeyLookupFailed(log, err)
+		case found:
 			return res, nil
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -163,4 +164,38 @@ func grepLines(s, substr string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// The look-up of a client's key before the lock only spares a retry the lock. When the database
+// drops it, the purchase (and the cart) goes on, the locked deduction checks the key again, and
+// a retry under the key is a replay: sold once.
+func TestKeyLookupBeforeTheLockFails(t *testing.T) {
+	r, proxy, direct := behindDBProxy(t, order.ModeZK)
+	resetStock(t, r, "OUT-6", 10)
+	resetStock(t, r, "OUT-7", 10)
+	for _, tc := range []struct {
+		key string
+		buy func() reply
+	}{
+		{"lookup-one", func() reply { return buy(t, r, "OUT-6", 1, "lookup-one") }},
+		{"lookup-cart", func() reply { return buyCart(t, r, "lookup-cart", "OUT-6", 1, "OUT-7", 1) }},
+	} {
+		var dropped atomic.Bool
+		proxy.DropQuery(func(q string) bool {
+			if strings.Contains(q, tc.key) {
+				dropped.Store(true)
+				return true
+			}
+			return false
+		})
+		if rep := tc.buy(); rep.status != 201 || !dropped.Load() {
+			t.Fatalf("%s: %d %s (look-up dropped: %v), want 201", tc.key, rep.status, rep.raw, dropped.Load())
+		}
+		if again := tc.buy(); again.status != 200 || again.body["replayed"] != true {
+			t.Fatalf("%s again: %d %s", tc.key, again.status, again.raw)
+		}
+	}
+	if a, b := directAudit(t, direct, "OUT-6"), directAudit(t, direct, "OUT-7"); a.Orders != 2 || a.Stock != 8 || b.Orders != 1 || b.Stock != 9 {
+		t.Fatalf("sold other than once each: %+v %+v", a, b)
+	}
 }

@@ -140,7 +140,11 @@ func (s *Server) sell(ctx context.Context, p inventory.Purchase, mode LockMode, 
 		return inventory.Result{}, err
 	}
 	if !p.NewKey {
-		if o, found, err := s.store.OrderByRequestID(ctx, p.RequestID); err == nil && found && o.SKU == p.SKU && o.Qty == p.Qty {
+		o, found, err := s.store.OrderByRequestID(ctx, p.RequestID)
+		switch {
+		case err != nil:
+			warnKeyLookupFailed(log, err)
+		case found && o.SKU == p.SKU && o.Qty == p.Qty:
 			return inventory.Result{Order: o, Remaining: prod.Stock, Replayed: true}, nil
 		}
 	}
@@ -155,6 +159,13 @@ func (s *Server) sell(ctx context.Context, p inventory.Purchase, mode LockMode, 
 		return err
 	})
 	return res, err
+}
+
+// warnKeyLookupFailed notes a failed look-up of a key before the lock. That look-up only spares a
+// retry the lock: the deduction looks the key up again under the lock, in its transaction, so the
+// purchase goes on and is still never sold twice.
+func warnKeyLookupFailed(log *slog.Logger, err error) {
+	log.Warn("order: the key could not be looked up before the lock; the locked deduction checks it", "err", err)
 }
 
 // stockChange is one change of a SKU's stock (a sale, a cancellation) as a lock mode runs it: the
