@@ -564,15 +564,15 @@ func TestQueueIsBounded(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	getsBefore := c.Stats().GetCalls
-	q, total, err := c.Queue(ctxTimeout(t, 10*time.Second), path, 100)
+	getsBefore := reader.Stats().GetCalls
+	q, total, err := reader.Queue(ctxTimeout(t, 10*time.Second), path, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(q) != 100 || total != 120 {
 		t.Fatalf("%d entries of %d, want 100 of 120", len(q), total)
 	}
-	if gets := c.Stats().GetCalls - getsBefore; gets != 100 {
+	if gets := reader.Stats().GetCalls - getsBefore; gets != 100 {
 		t.Fatalf("%d reads for 100 entries", gets)
 	}
 	if !q[0].Holder || q[0].Node != held.Node()[len(path)+1:] || q[1].Holder {
