@@ -57,7 +57,7 @@ scale:
 	$(SERVERS) run -- scripts/scale.sh
 
 ## footprint: 100,000 purchases over 1,000 SKUs in zk and zk-batch, then what they left behind
-## (lock paths, watches, goroutines, heap, batchers), measured against the idle values
+## (lock paths, watches, goroutines, live heap, batchers), measured against the idle values
 footprint:
 	$(SERVERS) run --no-ensemble -- env FOOTPRINT_PURCHASES=100000 FOOTPRINT_SKUS=1000 $(GO) test -count=1 -timeout 30m -run TestFootprintIsFlat -v ./order
 

@@ -11,3 +11,6 @@ func (s *Server) Batchers() int {
 	defer s.batchersMu.Unlock()
 	return len(s.batchers)
 }
+
+// LiveHeapBytes collects the garbage and says how many bytes the collection marked live.
+var LiveHeapBytes = liveHeap
