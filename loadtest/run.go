@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
@@ -82,6 +83,7 @@ func runMode(ctx context.Context, a *api, cfg Config, mode string, progress Prog
 	start := time.Now()
 	sem := make(chan struct{}, cfg.Concurrency)
 	var wg sync.WaitGroup
+	var accepted atomic.Int64 // orders accepted so far, which the cancellations are drawn from
 	for i := 0; i < cfg.Requests; i++ {
 		select {
 		case sem <- struct{}{}:
@@ -98,7 +100,8 @@ func runMode(ctx context.Context, a *api, cfg Config, mode string, progress Prog
 			s := purchase(ctx, a, cfg.Targets, i, purchaseBody(skus, cfg.Qty), fmt.Sprintf("lt-%s-%s-%d", run, mode, i))
 			s.skus = skus
 			s.at, s.latency = time.Since(start), time.Since(t0)
-			if s.status == http.StatusCreated && drawCancel(cfg.CancelRatio, i) {
+			made := s.status == http.StatusCreated || s.status == http.StatusOK // 200: a retry found it made
+			if made && drawCancel(cfg.CancelRatio, accepted.Add(1)-1) {
 				cancelOrder(ctx, a, cfg.Targets[(i+1)%len(cfg.Targets)], &s)
 				s.cancelAt = time.Since(start)
 			}
@@ -161,10 +164,12 @@ func purchase(ctx context.Context, a *api, targets []string, i int, body any, ke
 	return s
 }
 
-// drawCancel says whether purchase i's order is cancelled: a share ratio of them, spread evenly
-// over the run (the same ones every run).
-func drawCancel(ratio float64, i int) bool {
-	return ratio > 0 && int(float64(i+1)*ratio) > int(float64(i)*ratio)
+// drawCancel says whether the n-th accepted order (from 0) is cancelled: a share ratio of them,
+// spread evenly over the run. Counting accepted orders, not requests, keeps the share true when
+// most requests are sold out: drawn by request, every draw could fall on a refusal.
+func drawCancel(ratio float64, n int64) bool {
+	i := float64(n)
+	return ratio > 0 && int64((i+1)*ratio) > int64(i*ratio)
 }
 
 // cancelOrder cancels the sample's orders (a cart's, one by one) on a replica other than the one

@@ -185,7 +185,7 @@ func TestCancelRatio(t *testing.T) {
 	}
 	rep := readReport(t, jsonPath)
 	zk := rep.Rows[1]
-	if zk.Cancelled == 0 || zk.CancelErrors != 0 || zk.UnitsRestocked != int64(zk.Cancelled) || zk.Oversold != 0 || zk.LostUpdates != 0 ||
+	if zk.Cancelled != int(float64(zk.Accepted)*0.25) || zk.CancelErrors != 0 || zk.UnitsRestocked != int64(zk.Cancelled) || zk.Oversold != 0 || zk.LostUpdates != 0 ||
 		zk.Undersold != 0 || int64(zk.Accepted) != zk.Orders+int64(zk.Cancelled) || zk.FinalStock != 60-zk.UnitsSold {
 		t.Fatalf("zk with cancellations is not exact: %+v", zk)
 	}
@@ -219,7 +219,7 @@ func TestCarts(t *testing.T) {
 		// purchase has been answered sold out.
 		standing = row.Accepted - row.Cancelled
 		if row.InitialStock != 60 || row.Orders != int64(3*standing) || row.FinalStock != 60-row.UnitsSold || row.Oversold != 0 ||
-			row.LostUpdates != 0 || row.Undersold != 0 || row.Errors != 0 || row.Cancelled == 0 || standing < 20-row.Cancelled {
+			row.LostUpdates != 0 || row.Undersold != 0 || row.Errors != 0 || row.Cancelled != int(float64(row.Accepted)*0.1) || row.Cancelled == 0 || standing < 20-row.Cancelled {
 			t.Fatalf("%s with carts of 3 is not exact: %+v", row.Mode, row)
 		}
 	}
