@@ -23,7 +23,14 @@ func TestQueueChanged(t *testing.T) {
 	wait := func() chan error {
 		got := make(chan error, 1)
 		go func() { got <- c.QueueChanged(ctxTimeout(t, 10*time.Second), path) }()
-		time.Sleep(200 * time.Millisecond) // the watch is set
+		// A change before the watch is set would not wake it. wchp does not list child watches,
+		// so: once the watch's request is issued, a read on the same session returns only after
+		// the server has answered it (a session's requests are answered in order).
+		issued := c.Stats().ChildrenCalls
+		eventually(t, 5*time.Second, "the queue watch to be requested", func() bool { return c.Stats().ChildrenCalls > issued })
+		if _, _, err := c.Queue(ctxTimeout(t, 5*time.Second), path, 1); err != nil {
+			t.Fatal(err)
+		}
 		return got
 	}
 	quiet := func(got chan error) {

@@ -11,6 +11,8 @@ import (
 
 // WatchesUnder counts the watches the ZooKeeper server at addr holds on paths that start with
 // prefix, from the wchp four-letter word (each watched path, then the sessions watching it).
+// wchp lists data watches (getData, exists) only, not child watches (getChildren): it sees every
+// watch a lock's waiters and holders set, not QueueChanged's.
 func WatchesUnder(t testing.TB, addr, prefix string) int {
 	t.Helper()
 	conn, err := net.DialTimeout("tcp", addr, 2*time.Second)
