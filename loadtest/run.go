@@ -168,8 +168,7 @@ func purchase(ctx context.Context, a *api, targets []string, i int, body any, ke
 // spread evenly over the run. Counting accepted orders, not requests, keeps the share true when
 // most requests are sold out: drawn by request, every draw could fall on a refusal.
 func drawCancel(ratio float64, n int64) bool {
-	i := float64(n)
-	return ratio > 0 && int64((i+1)*ratio) > int64(i*ratio)
+	return ratio > 0 && int64(float64(n+1)*ratio) > int64(float64(n)*ratio)
 }
 
 // cancelOrder cancels the sample's orders (a cart's, one by one) on a replica other than the one
