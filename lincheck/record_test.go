@@ -1,0 +1,216 @@
+package lincheck
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// shop is an in-memory stand-in for the order service's API, correct (one mutex around every
+// change) or racy (it reads the stock, waits, and writes what it computed, as mode none does).
+type shop struct {
+	racy      bool
+	mu        sync.Mutex
+	stock     map[string]int64
+	orders    map[int64]order
+	next      int64
+	modes     []string
+	cancelled map[int64]bool
+}
+
+type order struct {
+	sku string
+	qty int64
+	key string
+}
+
+func newShop(racy bool) *shop {
+	return &shop{racy: racy, stock: map[string]int64{}, orders: map[int64]order{}, cancelled: map[int64]bool{}}
+}
+
+func (s *shop) get(sku string) int64 { s.mu.Lock(); defer s.mu.Unlock(); return s.stock[sku] }
+
+func (s *shop) set(sku string, n int64) { s.mu.Lock(); defer s.mu.Unlock(); s.stock[sku] = n }
+
+// change applies f to the stock: under the lock, or as a racy read-modify-write.
+func (s *shop) change(f func(read func(string) int64, write func(string, int64)) bool) bool {
+	if s.racy {
+		return f(s.get, func(sku string, n int64) { time.Sleep(time.Millisecond); s.set(sku, n) })
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return f(func(sku string) int64 { return s.stock[sku] }, func(sku string, n int64) { s.stock[sku] = n })
+}
+
+func (s *shop) newOrder(o order) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.next++
+	s.orders[s.next] = o
+	return s.next
+}
+
+func answer(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func (s *shop) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	path := r.URL.Path
+	switch {
+	case r.Method == "PUT" && path == "/admin/lock-mode":
+		var b struct{ Mode string }
+		_ = json.NewDecoder(r.Body).Decode(&b)
+		s.mu.Lock()
+		s.modes = append(s.modes, b.Mode)
+		s.mu.Unlock()
+		answer(w, 200, map[string]string{"mode": b.Mode})
+	case r.Method == "PUT" && strings.HasPrefix(path, "/admin/products/"):
+		var b struct{ Stock int64 }
+		_ = json.NewDecoder(r.Body).Decode(&b)
+		s.set(strings.TrimPrefix(path, "/admin/products/"), b.Stock)
+		answer(w, 200, map[string]any{})
+	case r.Method == "GET" && strings.HasPrefix(path, "/v1/products/"):
+		answer(w, 200, map[string]int64{"stock": s.get(strings.TrimPrefix(path, "/v1/products/"))})
+	case r.Method == "POST" && path == "/v1/orders":
+		s.purchase(w, r)
+	case r.Method == "POST" && strings.HasSuffix(path, "/cancel"):
+		id, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimPrefix(path, "/v1/orders/"), "/cancel"), 10, 64)
+		var b struct {
+			RequestID string `json:"request_id"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&b)
+		s.mu.Lock()
+		o, ok := s.orders[id]
+		done := s.cancelled[id]
+		s.cancelled[id] = true
+		s.mu.Unlock()
+		if !ok || o.key != b.RequestID || done || r.Header.Get("Content-Type") != "application/json" {
+			answer(w, 400, map[string]string{"code": "invalid_request"})
+			return
+		}
+		var left int64
+		s.change(func(read func(string) int64, write func(string, int64)) bool {
+			left = read(o.sku) + o.qty
+			write(o.sku, left)
+			return true
+		})
+		answer(w, 200, map[string]any{"remaining": left})
+	default:
+		answer(w, 404, map[string]string{"code": "not_found"})
+	}
+}
+
+func (s *shop) purchase(w http.ResponseWriter, r *http.Request) {
+	var b struct {
+		SKU   string
+		Qty   int64
+		Items []struct {
+			SKU string
+			Qty int64
+		}
+	}
+	key := r.Header.Get("Idempotency-Key")
+	if json.NewDecoder(r.Body).Decode(&b) != nil || key == "" || strings.Contains(key, "#") {
+		answer(w, 400, map[string]string{"code": "invalid_request"})
+		return
+	}
+	if b.Items == nil {
+		var left int64
+		ok := s.change(func(read func(string) int64, write func(string, int64)) bool {
+			left = read(b.SKU) - b.Qty
+			if left < 0 {
+				return false
+			}
+			write(b.SKU, left)
+			return true
+		})
+		if !ok {
+			answer(w, 409, map[string]string{"code": "out_of_stock"})
+			return
+		}
+		id := s.newOrder(order{b.SKU, b.Qty, key})
+		answer(w, 201, map[string]any{"remaining": left, "order": map[string]any{"id": id}})
+		return
+	}
+	left := map[string]int64{}
+	short := ""
+	ok := s.change(func(read func(string) int64, write func(string, int64)) bool {
+		for _, it := range b.Items {
+			if left[it.SKU] = read(it.SKU) - it.Qty; left[it.SKU] < 0 {
+				short = it.SKU
+				return false
+			}
+		}
+		for sku, n := range left {
+			write(sku, n)
+		}
+		return true
+	})
+	if !ok {
+		answer(w, 409, map[string]string{"code": "out_of_stock", "sku": short})
+		return
+	}
+	var orders []map[string]any
+	for _, it := range b.Items {
+		orders = append(orders, map[string]any{"id": s.newOrder(order{it.SKU, it.Qty, key}), "sku": it.SKU, "qty": it.Qty})
+	}
+	answer(w, 201, map[string]any{"remaining": left, "orders": orders})
+}
+
+// The recorder against a correct shop finds it linearizable, and against a racy one finds it is
+// not, with the visualization written; every kind of operation and answer occurs.
+func TestRecordAndCheck(t *testing.T) {
+	for _, racy := range []bool{false, true} {
+		t.Run(map[bool]string{false: "locked", true: "racy"}[racy], func(t *testing.T) {
+			sh := newShop(racy)
+			var urls []string
+			for range 3 {
+				srv := httptest.NewServer(sh)
+				t.Cleanup(srv.Close)
+				urls = append(urls, srv.URL)
+			}
+			h, err := Record(context.Background(), Config{Replicas: urls, AdminToken: "x", Stock: 10, Clients: 8,
+				Duration: 700 * time.Millisecond, Mode: "zk", Switches: []string{"zk-herd", "zk"}, MaxOps: 800, Pause: 5 * time.Millisecond, Seed: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			st := h.Stats
+			t.Logf("%d ops, answers %v", st.Ops, st.Answers)
+			for _, a := range []string{"buy 201", "buy 409 out_of_stock", "cart 201", "cart 409 out_of_stock", "cancel 200", "read 200"} {
+				if st.Answers[a] == 0 {
+					t.Errorf("no %q in the history", a)
+				}
+			}
+			if st.BadRequests+st.BadAnswers+st.Unknown != 0 {
+				t.Errorf("stats %+v", st)
+			}
+			if len(h.Annotations) != 2 || len(sh.modes) != 3*3 {
+				t.Errorf("annotations %v, modes set %v", h.Annotations, sh.modes)
+			}
+			v := h.Check(30 * time.Second)
+			if racy == v.Linearizable() {
+				t.Fatalf("racy %v, Porcupine says %s", racy, v.Outcome)
+			}
+			if racy {
+				path := filepath.Join(t.TempDir(), "viz", "racy.html")
+				if err := v.Visualize(path); err != nil {
+					t.Fatal(err)
+				}
+				b, err := os.ReadFile(path)
+				if err != nil || !strings.Contains(string(b), "buy A") && !strings.Contains(string(b), "LIN-A") {
+					t.Fatalf("visualization: %v, %d bytes", err, len(b))
+				}
+			}
+		})
+	}
+}
