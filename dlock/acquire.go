@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"strings"
 
@@ -32,7 +31,7 @@ func (c *Client) acquire(ctx context.Context, dir string, k nodename.Kind, try b
 		if err != nil && !errors.Is(err, zk.ErrNoNode) {
 			return nil, fmt.Errorf("dlock: trylock %s: %w", dir, err)
 		}
-		if len(nodename.Blockers(nodename.Queue(kids), nodename.Node{Base: "\x00newcomer", Kind: k, Seq: math.MaxInt64})) > 0 {
+		if len(nodename.NewcomerBlockers(nodename.Queue(kids), k)) > 0 {
 			return nil, ErrLocked
 		}
 	}
@@ -127,15 +126,11 @@ func (c *Client) waitTurn(ctx context.Context, n *ownNode, try bool) (*Lease, er
 	}
 }
 
-// fencingToken is the lock path's creation zxid plus the node's sequence number. ZooKeeper gives
-// a sequential node the path's count of child changes so far (its cversion) as its number, so
-// within one incarnation of the path tokens grow with the queue order, holder after holder. Each
-// of those child changes was a transaction with a zxid of its own above the path's, so a token is
-// below the zxid of the change that created its node, and below the creation zxid of any later
-// incarnation of the path (containers are deleted when empty and created again): tokens keep
-// growing across that too, and across leader changes, since zxids only grow. It costs no request:
-// the children read that finds the node carries the path's stat.
-func fencingToken(dir *zk.Stat, own nodename.Node) int64 { return dir.Czxid + own.Seq }
+// fencingToken is the lock path's creation zxid plus the node's sequence count, by the rule every
+// recipe of this module shares (nodename.Token, where the proof that it grows from holder to
+// holder, across a re-created path, leader changes and ZooKeeper's int32 wrap, lives). It costs no
+// request: the children read that finds the node carries the path's stat.
+func fencingToken(dir *zk.Stat, own nodename.Node) int64 { return nodename.Token(dir.Czxid, own.Seq) }
 
 // popBlocker drops the nearest blocker, which is gone, and says whether the queue must be read
 // again. With one blocker left, watching it costs the same one request as reading the queue and

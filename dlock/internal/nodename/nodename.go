@@ -12,8 +12,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"math"
 	"slices"
-	"strconv"
 	"strings"
 )
 
@@ -91,42 +91,83 @@ var (
 	writerMarks = []string{"__WRIT__", "-write-"}
 )
 
-// seqLen is the length of ZooKeeper's sequence suffix: %010d of a signed 32-bit counter.
-const seqLen = 10
-
 // Node is one contender in a lock path's queue.
 type Node struct {
 	Name string
 	Base string // Name without its sequence: the creating attempt's identity
 	Kind Kind
-	Seq  int64
+	// Seq is ZooKeeper's sequence number read as the unsigned 32-bit count it is: the number of
+	// child changes the lock path had seen when the node was created, modulo 2^32. ZooKeeper
+	// formats it from a signed int32, so past 2147483647 the names carry -2147483648 and count up
+	// to -1; those read here as 2147483648 to 4294967295. Order nodes with Compare, not by Seq.
+	Seq int64
 }
 
 // Parse reads a child name; ok is false for anything without a sequence suffix.
 func Parse(name string) (n Node, ok bool) {
-	if len(name) < seqLen {
-		return n, false
-	}
-	base, suffix := name[:len(name)-seqLen], name[len(name)-seqLen:]
-	seq, ok := parseSeq(suffix)
+	base, seq, ok := splitSeq(name)
 	if !ok {
 		return n, false
 	}
-	return Node{Name: name, Base: base, Kind: kindOf(base), Seq: seq}, true
+	return Node{Name: name, Base: base, Kind: kindOf(base), Seq: int64(uint32(seq))}, true
 }
 
-// parseSeq reads ZooKeeper's sequence suffix: ten digits, or a minus and nine once the counter
-// has wrapped.
-func parseSeq(s string) (int64, bool) {
-	digits := s
-	if strings.HasPrefix(s, "-") {
-		digits = s[1:]
+// splitSeq splits ZooKeeper's sequence suffix off a name. ZooKeeper appends the parent's int32
+// child-change counter formatted %010d: ten digits (0000000000 to 2147483647) until the counter
+// wraps, then a minus and ten digits (-2147483648 to -1000000000), then a minus and nine
+// (-999999999 to -000000001), then ten digits again.
+//
+// A minus followed by ten digits is ambiguous: "lock-1234567890" is the base "lock-" with the
+// positive 1234567890 (the counter before the wrap), but "x-1234567890" could also be the base
+// "x" with -1234567890 (after it). Every layout this package knows ends its mark in '-' or '_'
+// ("lock-", "-read-", "__READ__", "__lock__", ...), so the minus is a sign exactly when the
+// character before it is '-' or '_' (Curator's wrapped "lock--1234567890", kazoo's
+// "__lock__-1234567890"), or when nothing precedes it, or when the digits exceed any positive
+// int32 (2147483648). Otherwise it belongs to the base and the number is positive. A library
+// whose bases end in a letter or digit would, after the wrap, have its nodes of -1000000000 and
+// below read as positive: none of the known ones does.
+func splitSeq(name string) (base string, seq int32, ok bool) {
+	const width = 10
+	if len(name) < width {
+		return "", 0, false
 	}
-	if digits == "" || strings.IndexFunc(digits, func(r rune) bool { return r < '0' || r > '9' }) >= 0 {
+	cut := len(name) - width
+	tail := name[cut:]
+	if tail[0] == '-' {
+		v, ok := digits(tail[1:])
+		if !ok || v == 0 {
+			return "", 0, false
+		}
+		return name[:cut], int32(-int64(v)), true
+	}
+	v, ok := digits(tail)
+	if !ok {
+		return "", 0, false
+	}
+	if cut > 0 && name[cut-1] == '-' && v >= 1e9 && v <= 1<<31 {
+		before := name[:cut-1]
+		if v > math.MaxInt32 || before == "" || strings.HasSuffix(before, "-") || strings.HasSuffix(before, "_") {
+			return before, int32(-int64(v)), true
+		}
+	}
+	if v > math.MaxInt32 {
+		return "", 0, false // no int32 counter formats so: not a sequential node's name
+	}
+	return name[:cut], int32(v), true
+}
+
+// digits reads a run of ASCII digits; ok is false if anything else is in s.
+func digits(s string) (v uint64, ok bool) {
+	if s == "" {
 		return 0, false
 	}
-	seq, err := strconv.ParseInt(s, 10, 64)
-	return seq, err == nil
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, false
+		}
+		v = v*10 + uint64(s[i]-'0')
+	}
+	return v, true
 }
 
 func kindOf(base string) Kind {
@@ -143,7 +184,7 @@ func kindOf(base string) Kind {
 	return Lock
 }
 
-// Queue returns the contenders among children, in queue order.
+// Queue returns the contenders among children, in queue order (see Compare).
 func Queue(children []string) []Node {
 	q := make([]Node, 0, len(children))
 	for _, name := range children {
@@ -151,18 +192,28 @@ func Queue(children []string) []Node {
 			q = append(q, n)
 		}
 	}
-	slices.SortFunc(q, func(a, b Node) int { return compareInt(a.Seq, b.Seq) })
+	slices.SortFunc(q, Compare)
 	return q
 }
 
-func compareInt(a, b int64) int {
-	switch {
-	case a < b:
+// Compare orders two contenders of one lock path by when they were created: negative when a
+// came first. It compares their 32-bit sequence counts the way RFC 1982 compares serial numbers:
+// a is earlier when b - a, taken modulo 2^32, is below 2^31. So the order stays right across
+// ZooKeeper's wrap from 2147483647 to -2147483648, and across the unsigned count's wrap from
+// 4294967295 to 0, as long as the live queue spans fewer than 2^31 child changes of the path:
+// then every pair of contenders is less than 2^31 apart, the relation is a total order on them,
+// and it agrees with creation order. (A span of 2^31 would take a node that stays in the queue
+// while a billion others are created and deleted behind it.) Comparing the numbers themselves,
+// signed as ZooKeeper writes them, would put the first node after the wrap ahead of the holder:
+// two holders at once.
+func Compare(a, b Node) int {
+	switch d := int32(uint32(a.Seq) - uint32(b.Seq)); {
+	case d < 0:
 		return -1
-	case a > b:
+	case d > 0:
 		return 1
 	}
-	return 0
+	return strings.Compare(a.Name, b.Name) // one path never gives two nodes the same number
 }
 
 // Blockers are the nodes ahead of own that keep it from holding the lock, in queue order: every
@@ -172,7 +223,7 @@ func compareInt(a, b int64) int {
 func Blockers(queue []Node, own Node) []Node {
 	var out []Node
 	for _, n := range queue {
-		if n.Seq >= own.Seq {
+		if Compare(n, own) >= 0 {
 			break
 		}
 		if n.Base == own.Base {
@@ -184,6 +235,54 @@ func Blockers(queue []Node, own Node) []Node {
 	}
 	return out
 }
+
+// NewcomerBlockers are the nodes that a node of kind k created now would wait for: all of the
+// queue for an exclusive kind, its exclusive nodes for a reader.
+func NewcomerBlockers(queue []Node, k Kind) []Node {
+	var out []Node
+	for _, n := range queue {
+		if k.Exclusive() || n.Kind.Exclusive() {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// Token is the fencing token of a holding: the lock path's creation zxid plus the sequence count
+// of the holding's node (Node.Seq, or CountBefore for a node without a sequence). Every ZooKeeper
+// recipe of this module issues its tokens by this one rule, so that a lock path may change
+// recipes between holders and a fence that remembers the largest token still admits the rightful
+// holder and refuses a stale one.
+//
+// Why the next holder's token is always larger. ZooKeeper gives a sequential node the count of
+// child changes (creates and deletes of children) the path has seen so far, N. Each of those N
+// changes was a transaction of its own, with a zxid above the path's creation zxid czxid, so the
+// node's own creation, the (N+1)th change, has a zxid of at least czxid + N + 1: the token
+// czxid + N lies below the zxid of the change that created the node. Hence:
+//   - within one incarnation of the path, holders follow queue order, which is creation order,
+//     so N, and the token, grows from holder to holder;
+//   - a later incarnation (containers are deleted when empty and created again) has a czxid above
+//     every zxid of the earlier one, so above every token of it; zxids only grow, across leader
+//     changes too.
+//
+// For how long. Seq is N modulo 2^32 (see Node.Seq): ZooKeeper's int32 wrap to -2147483648 is
+// read as 2147483648, so tokens keep growing across it. They grow until one incarnation of the
+// path has seen 2^32 child changes; then the count restarts at 0 and tokens fall by 2^32. A
+// fence then refuses every holder of that path (it never admits a stale one) until the path
+// goes idle and is created anew. 2^32 changes are 2^31 lock cycles: at 5,000 a second on one
+// path that never once stands empty when ZooKeeper checks its containers, about five days.
+func Token(dirCzxid, seq int64) int64 { return dirCzxid + seq }
+
+// CountBefore stands in for N in Token for a node without a sequence number (the teaching
+// recipes' fixed name): the lock path's child-change count cversion, read after the node's
+// create and before its delete, less one. It is at least the count before the create (the create
+// is among the changes counted), so the token is above every earlier holder's; it is below the
+// count at which any node created after the delete gets, so below every later holder's (a fixed
+// node and sequential nodes never hold at once: neither kind of recipe sees the other's nodes,
+// so holdings that do not overlap switch from one to the other only through an empty queue); and
+// the read counted at least cversion changes, so the token is also below the zxid of one of them,
+// as the proof above needs.
+func CountBefore(cversion int32) int64 { return int64(uint32(cversion - 1)) }
 
 // Strays are the nodes of own's attempt other than own: left by a create whose reply was lost.
 func Strays(queue []Node, own Node) []Node {

@@ -32,7 +32,7 @@ func TestParseNode(t *testing.T) {
 		{"_c_" + hex32 + "-other-0000000003", true, Lock, 3},
 		{"0000000004", true, Lock, 4},
 		// a wrapped counter: %010d of a negative number
-		{"_c_" + uuid + "-lock--000000001", true, Lock, -1},
+		{"_c_" + uuid + "-lock--000000001", true, Lock, 1<<32 - 1},
 		// not sequential: not contenders
 		{"_c_" + hex32 + "-lock-12", false, "", 0},
 		{"config", false, "", 0},
