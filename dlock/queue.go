@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/go-zookeeper/zk"
 
@@ -15,7 +16,7 @@ import (
 type QueueEntry struct {
 	Node   string `json:"node"`   // node name under the lock path
 	Kind   string `json:"kind"`   // "lock", "read" or "write"
-	Seq    int64  `json:"seq"`    // sequence number: the queue order
+	Seq    int64  `json:"seq"`    // ZooKeeper's sequence number read unsigned (past 2147483647 it goes on, not negative)
 	Owner  string `json:"owner"`  // the owning client's WithOwner name
 	Token  int64  `json:"token"`  // the fencing token the holding has or will have
 	Holder bool   `json:"holder"` // holds the lock now (false: waiting)
@@ -77,12 +78,88 @@ type getResult struct {
 // path does not exist it watches the nearest parent that does (a creation watch on the path
 // itself would stay with the session until someone made it), so it may also wake for a change
 // beside the path; the caller reads the queue again either way.
+//
+// Callers on one path share one watch. go-zookeeper cannot remove a watch, so a call that gave up
+// used to leave its watch, and its channel in go-zookeeper, behind until the queue next moved: a
+// page opened and closed again and again on a queue that never moves grew without bound. Now a
+// call joins the watch already pending on its path, if any, and only the first sets one; all of
+// them wake when it fires. A call that joins a watch set a moment before it may wake for a change
+// made just before it called: early, never late.
 func (c *Client) QueueChanged(ctx context.Context, path string) error {
 	if err := validateLockPath(path); err != nil {
 		return err
 	}
-	changed, err := retry(ctx, c, func() (<-chan zk.Event, error) {
-		for p := path; ; p = parentOf(p) {
+	w := c.queueWatch(path)
+	select {
+	case <-w.set:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if w.err != nil {
+		return fmt.Errorf("dlock: watch queue %s: %w", path, w.err)
+	}
+	select {
+	case <-w.fired:
+		if w.closed {
+			return fmt.Errorf("dlock: watch queue %s: %w", path, ErrClosed)
+		}
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// queueWatch is the one children watch pending on a lock path for a client, shared by every
+// QueueChanged call on it.
+type queueWatch struct {
+	set    chan struct{} // closed once the watch is set, or setting it failed
+	err    error         // why it failed; written before set is closed
+	fired  chan struct{} // closed when the watch fires or the client closes
+	closed bool          // the client closed; written before fired is closed
+}
+
+type queueWatchKey struct {
+	c    *Client
+	path string
+}
+
+// queueWatches are the pending queue watches of every client. They live beside Client rather than
+// in it, keyed by it, and an entry goes as soon as its watch fires, fails or its client closes,
+// so a closed client leaves nothing here.
+var queueWatches = struct {
+	sync.Mutex
+	m map[queueWatchKey]*queueWatch
+}{m: map[queueWatchKey]*queueWatch{}}
+
+// queueWatch returns the watch pending on path, setting one if there is none. The watch is set
+// and awaited on a goroutine of its own, not the caller's, because the caller may leave at any
+// moment and the others still need it: one goroutine per watched path, for as long as its
+// ZooKeeper watch is pending.
+func (c *Client) queueWatch(path string) *queueWatch {
+	k := queueWatchKey{c, path}
+	queueWatches.Lock()
+	defer queueWatches.Unlock()
+	if w, ok := queueWatches.m[k]; ok {
+		return w
+	}
+	w := &queueWatch{set: make(chan struct{}), fired: make(chan struct{})}
+	queueWatches.m[k] = w
+	go c.runQueueWatch(k, w)
+	return w
+}
+
+func (c *Client) runQueueWatch(k queueWatchKey, w *queueWatch) {
+	forget := func() {
+		queueWatches.Lock()
+		if queueWatches.m[k] == w {
+			delete(queueWatches.m, k)
+		}
+		queueWatches.Unlock()
+	}
+	// bgCtx ends with the client; until then the watch is set once a session is there, whoever
+	// still waits for it.
+	changed, err := retry(c.bgCtx, c, func() (<-chan zk.Event, error) {
+		for p := k.path; ; p = parentOf(p) {
 			c.stats.children.Add(1)
 			_, _, ch, err := c.conn.ChildrenW(p)
 			if !errors.Is(err, zk.ErrNoNode) || p == "/" {
@@ -91,14 +168,19 @@ func (c *Client) QueueChanged(ctx context.Context, path string) error {
 		}
 	})
 	if err != nil {
-		return fmt.Errorf("dlock: watch queue %s: %w", path, err)
+		forget() // before the callers hear of it, so that the next call tries again
+		w.err = err
+		close(w.set)
+		return
 	}
+	close(w.set)
 	select {
 	case <-changed:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
+	case <-c.closedCh:
+		w.closed = true
 	}
+	forget()
+	close(w.fired)
 }
 
 func parentOf(p string) string {
