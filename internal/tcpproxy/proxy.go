@@ -24,6 +24,7 @@ type Proxy struct {
 	frames framing
 	armed  func(frame []byte, index int) bool
 	drop   bool // when armed fires, the request is not forwarded
+	hole   bool // when armed fires, the request is swallowed and its connection black-holed
 	hold   bool // once armed fires, refuse connections until Restore
 	cutAll bool // once armed fires, also close every other connection
 	closed bool
@@ -133,9 +134,20 @@ func (p *Proxy) DropQuery(match func(query string) bool) {
 	p.arm(mySQLQuery(match), true, false, false)
 }
 
+// BlackHoleQuery arms a MySQL proxy: the next text query that matches (COMMIT, say) is swallowed,
+// and from then on its connection is a black hole, as behind a dead route: both ends stay open,
+// nothing more passes either way, and neither end learns when the other closes. The server never
+// sees the query; the client waits for an answer that never comes, until its own timeout. Other
+// connections, open or new, pass as before.
+func (p *Proxy) BlackHoleQuery(match func(query string) bool) {
+	p.mu.Lock()
+	p.armed, p.drop, p.hold, p.cutAll, p.hole = mySQLQuery(match), false, false, false, true
+	p.mu.Unlock()
+}
+
 func (p *Proxy) arm(match func(frame []byte, index int) bool, drop, hold, cutAll bool) {
 	p.mu.Lock()
-	p.armed, p.drop, p.hold, p.cutAll = match, drop, hold, cutAll
+	p.armed, p.drop, p.hold, p.cutAll, p.hole = match, drop, hold, cutAll, false
 	p.mu.Unlock()
 }
 
@@ -180,31 +192,46 @@ func (p *Proxy) accept() {
 		closeBoth := func() { _ = client.Close(); _ = server.Close() }
 		// Set before an armed request goes to the server, so that no byte of its reply can reach
 		// the client, however the two goroutines are scheduled.
-		var repliesCut atomic.Bool
+		var repliesCut, holed atomic.Bool
 		p.wg.Add(2)
 		go func() {
 			defer p.wg.Done()
-			defer closeBoth()
-			p.forwardRequests(server, client, closeBoth, &repliesCut)
+			p.forwardRequests(server, client, closeBoth, &repliesCut, &holed)
+			if holed.Load() {
+				_ = client.Close() // a black hole: the server does not learn of it
+				return
+			}
+			closeBoth()
 		}()
 		go func() {
 			defer p.wg.Done()
-			defer closeBoth()
-			p.forwardReplies(client, server, &repliesCut)
+			p.forwardReplies(client, server, &repliesCut, &holed)
+			if holed.Load() {
+				_ = server.Close() // nor the client of this
+				return
+			}
+			closeBoth()
 		}()
 	}
 }
 
 // forwardRequests copies the client's requests to the server one frame at a time, so that an
 // armed proxy can act on the request it waits for.
-func (p *Proxy) forwardRequests(server, client net.Conn, closeBoth func(), repliesCut *atomic.Bool) {
+func (p *Proxy) forwardRequests(server, client net.Conn, closeBoth func(), repliesCut, holed *atomic.Bool) {
 	for index := 0; ; index++ {
 		frame, err := p.frames(client)
 		if err != nil {
 			return
 		}
+		if holed.Load() {
+			continue // swallowed, as everything after the black hole opened
+		}
 		p.waitFlow()
-		fired, drop, cutAll := p.fire(frame, index)
+		fired, drop, cutAll, hole := p.fire(frame, index)
+		if fired && hole {
+			holed.Store(true)
+			continue
+		}
 		if fired && drop {
 			closeBoth()
 			return
@@ -230,7 +257,7 @@ func (p *Proxy) forwardRequests(server, client net.Conn, closeBoth func(), repli
 }
 
 // forwardReplies copies bytes from server to client, holding them back during a Stall.
-func (p *Proxy) forwardReplies(client, server net.Conn, repliesCut *atomic.Bool) {
+func (p *Proxy) forwardReplies(client, server net.Conn, repliesCut, holed *atomic.Bool) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := server.Read(buf)
@@ -238,6 +265,9 @@ func (p *Proxy) forwardReplies(client, server net.Conn, repliesCut *atomic.Bool)
 			p.waitFlow()
 			if repliesCut.Load() {
 				return
+			}
+			if holed.Load() {
+				continue
 			}
 			if _, werr := client.Write(buf[:n]); werr != nil {
 				return
@@ -249,17 +279,17 @@ func (p *Proxy) forwardReplies(client, server net.Conn, repliesCut *atomic.Bool)
 	}
 }
 
-func (p *Proxy) fire(frame []byte, index int) (fired, drop, cutAll bool) {
+func (p *Proxy) fire(frame []byte, index int) (fired, drop, cutAll, hole bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.armed == nil || !p.armed(frame, index) {
-		return false, false, false
+		return false, false, false, false
 	}
 	p.armed = nil
 	if p.hold {
 		p.cut = true
 	}
-	return true, p.drop, p.cutAll
+	return true, p.drop, p.cutAll, p.hole
 }
 
 // closeAllBut closes every connection but one.
