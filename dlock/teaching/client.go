@@ -3,8 +3,9 @@
 // HerdLock (sequential nodes, every waiter watches the children list). They are correct but
 // costly: with n waiters each release wakes about (n+1)/2 of them on average in the watch-based
 // ones, against exactly one for dlock.Mutex. They exist for lockbench, the zk-herd lock mode and
-// the tutorials, not for production: their Lost rule is the crude one (any disconnection), and
-// they have no fencing beyond the node's creation zxid.
+// the tutorials, not for production: their Lost rule is the crude one (any disconnection). Their
+// fencing tokens follow dlock's rule (see Lease.Token), so a lock path may pass between them and
+// dlock.Mutex and a fence still admits each next holder.
 package teaching
 
 import (
@@ -20,6 +21,7 @@ import (
 
 	"github.com/zkstock/zkstock/dlock"
 	"github.com/zkstock/zkstock/dlock/internal/async"
+	"github.com/zkstock/zkstock/dlock/internal/nodename"
 )
 
 // Client is one ZooKeeper session for the teaching recipes, counting the work they do.
@@ -156,8 +158,9 @@ func (c *Client) remove(ctx context.Context, p string) error {
 	return err
 }
 
-// grant turns a node of ours into a lease: it reads the node's czxid (the token) and watches it.
-func (c *Client) grant(ctx context.Context, p string) (*Lease, error) {
+// grant turns a node of ours into a lease: it watches the node, and takes the token from token,
+// which the recipe computes by nodename.Token.
+func (c *Client) grant(ctx context.Context, p string, token func() (int64, error)) (*Lease, error) {
 	c.mu.Lock()
 	down := c.down
 	up := c.up
@@ -165,23 +168,52 @@ func (c *Client) grant(ctx context.Context, p string) (*Lease, error) {
 	if !up {
 		return nil, errors.New("teaching: disconnected")
 	}
-	type watched struct {
-		st *zk.Stat
-		ch <-chan zk.Event
-	}
-	w, err := call(ctx, c, func() (watched, error) {
+	ch, err := call(ctx, c, func() (<-chan zk.Event, error) {
 		c.stats.exists.Add(1)
-		ok, st, ch, err := c.conn.ExistsW(p)
+		ok, _, ch, err := c.conn.ExistsW(p)
 		if err == nil && !ok {
-			return watched{}, zk.ErrNoNode
+			return nil, zk.ErrNoNode
 		}
-		return watched{st, ch}, err
+		return ch, err
 	})
 	if err != nil {
 		return nil, err
 	}
+	tok, err := token()
+	if err != nil {
+		return nil, err
+	}
 	c.stats.acquisitions.Add(1)
-	return newLease(c, p, w.st.Czxid, down, w.ch), nil
+	return newLease(c, p, tok, down, ch), nil
+}
+
+// grantFixed is grant for the fixed node p under dir, which has no sequence number: its token
+// counts the path's child creates as read while the node is held (nodename.FixedCount). The
+// path's stat is read beside the node's watch rather than after it, so it adds no round trip.
+func (c *Client) grantFixed(ctx context.Context, dir, p string) (*Lease, error) {
+	type stat struct {
+		st  *zk.Stat
+		err error
+	}
+	dirStat := make(chan stat, 1)
+	go func() {
+		st, err := call(ctx, c, func() (*zk.Stat, error) {
+			c.stats.exists.Add(1)
+			ok, st, err := c.conn.Exists(dir)
+			if err == nil && !ok {
+				return nil, zk.ErrNoNode
+			}
+			return st, err
+		})
+		dirStat <- stat{st, err}
+	}()
+	return c.grant(ctx, p, func() (int64, error) {
+		r := <-dirStat
+		if r.err != nil {
+			return 0, fmt.Errorf("read lock path %s: %w", dir, r.err)
+		}
+		return nodename.Token(r.st.Czxid, nodename.FixedCount(r.st.Cversion, r.st.NumChildren)), nil
+	})
 }
 
 type quiet struct{}

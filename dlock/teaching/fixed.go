@@ -41,7 +41,7 @@ func (c *Client) tryFixed(ctx context.Context, dir string) (lease *Lease, held b
 	default:
 		return nil, false, err
 	}
-	l, err := c.grant(ctx, p)
+	l, err := c.grantFixed(ctx, dir, p)
 	if err != nil {
 		_ = c.remove(ctx, p)
 		return nil, false, err

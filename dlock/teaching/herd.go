@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path"
+	"slices"
 
 	"github.com/go-zookeeper/zk"
 
@@ -48,19 +49,29 @@ func (h *HerdLock) Lock(ctx context.Context) (*Lease, error) {
 func (h *HerdLock) wait(ctx context.Context, p string, own nodename.Node) (*Lease, error) {
 	type childrenWatch struct {
 		kids []string
+		st   *zk.Stat
 		ch   <-chan zk.Event
 	}
 	for {
 		cw, err := call(ctx, h.c, func() (childrenWatch, error) {
 			h.c.stats.children.Add(1)
-			kids, _, ch, err := h.c.conn.ChildrenW(h.path)
-			return childrenWatch{kids, ch}, err
+			kids, st, ch, err := h.c.conn.ChildrenW(h.path)
+			return childrenWatch{kids, st, ch}, err
 		})
 		if err != nil {
 			return nil, err
 		}
-		if len(nodename.Blockers(nodename.Queue(cw.kids), own)) == 0 {
-			return h.c.grant(ctx, p)
+		queue := nodename.Queue(cw.kids)
+		if !slices.ContainsFunc(queue, func(n nodename.Node) bool { return n.Name == own.Name }) {
+			// Gone with the session; and a read without it may be of a later incarnation of
+			// the path, whose czxid is not the token's.
+			return nil, fmt.Errorf("node %s vanished while waiting", p)
+		}
+		if len(nodename.Blockers(queue, own)) == 0 {
+			// The read that lists the node carries its path's stat: the token, dlock's, at no
+			// extra request.
+			token := nodename.Token(cw.st.Czxid, own.Seq)
+			return h.c.grant(ctx, p, func() (int64, error) { return token, nil })
 		}
 		select {
 		case <-cw.ch:

@@ -53,7 +53,16 @@ func (l *Lease) markLost(err error) {
 	})
 }
 
-// Token is the creation zxid of the lease's node.
+// Token is the fencing token, by dlock's rule (dlock.Lease.Token): the lock path's creation zxid
+// plus the sequence number of the lease's node, read as dlock reads it across ZooKeeper's int32
+// wrap; for the fixed-name recipes, whose node has none, the number of children created under
+// the path as read while holding, less one (nodename.FixedCount). So on one lock path every next holder has a larger token, whichever
+// recipe of this package or dlock.Mutex each holder used.
+//
+// Earlier versions used the node's own creation zxid, which is larger than this rule's tokens
+// for the same path: a store that has seen those refuses these until the lock path is created
+// anew (an idle container path is removed within ZooKeeper's check interval), or until its fence
+// is reset.
 func (l *Lease) Token() int64 { return l.token }
 
 // Node is the lease's node.

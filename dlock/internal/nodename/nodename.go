@@ -97,7 +97,7 @@ type Node struct {
 	Base string // Name without its sequence: the creating attempt's identity
 	Kind Kind
 	// Seq is ZooKeeper's sequence number read as the unsigned 32-bit count it is: the number of
-	// child changes the lock path had seen when the node was created, modulo 2^32. ZooKeeper
+	// children created under the lock path before this one, modulo 2^32. ZooKeeper
 	// formats it from a signed int32, so past 2147483647 the names carry -2147483648 and count up
 	// to -1; those read here as 2147483648 to 4294967295. Order nodes with Compare, not by Seq.
 	Seq int64
@@ -113,7 +113,7 @@ func Parse(name string) (n Node, ok bool) {
 }
 
 // splitSeq splits ZooKeeper's sequence suffix off a name. ZooKeeper appends the parent's int32
-// child-change counter formatted %010d: ten digits (0000000000 to 2147483647) until the counter
+// count of child creates formatted %010d: ten digits (0000000000 to 2147483647) until the counter
 // wraps, then a minus and ten digits (-2147483648 to -1000000000), then a minus and nine
 // (-999999999 to -000000001), then ten digits again.
 //
@@ -200,10 +200,10 @@ func Queue(children []string) []Node {
 // came first. It compares their 32-bit sequence counts the way RFC 1982 compares serial numbers:
 // a is earlier when b - a, taken modulo 2^32, is below 2^31. So the order stays right across
 // ZooKeeper's wrap from 2147483647 to -2147483648, and across the unsigned count's wrap from
-// 4294967295 to 0, as long as the live queue spans fewer than 2^31 child changes of the path:
+// 4294967295 to 0, as long as the live queue spans fewer than 2^31 child creates of the path:
 // then every pair of contenders is less than 2^31 apart, the relation is a total order on them,
 // and it agrees with creation order. (A span of 2^31 would take a node that stays in the queue
-// while a billion others are created and deleted behind it.) Comparing the numbers themselves,
+// while two billion others are created behind it.) Comparing the numbers themselves,
 // signed as ZooKeeper writes them, would put the first node after the wrap ahead of the holder:
 // two holders at once.
 func Compare(a, b Node) int {
@@ -249,40 +249,50 @@ func NewcomerBlockers(queue []Node, k Kind) []Node {
 }
 
 // Token is the fencing token of a holding: the lock path's creation zxid plus the sequence count
-// of the holding's node (Node.Seq, or CountBefore for a node without a sequence). Every ZooKeeper
+// of the holding's node (Node.Seq, or FixedCount for a node without a sequence). Every ZooKeeper
 // recipe of this module issues its tokens by this one rule, so that a lock path may change
 // recipes between holders and a fence that remembers the largest token still admits the rightful
 // holder and refuses a stale one.
 //
-// Why the next holder's token is always larger. ZooKeeper gives a sequential node the count of
-// child changes (creates and deletes of children) the path has seen so far, N. Each of those N
-// changes was a transaction of its own, with a zxid above the path's creation zxid czxid, so the
-// node's own creation, the (N+1)th change, has a zxid of at least czxid + N + 1: the token
-// czxid + N lies below the zxid of the change that created the node. Hence:
+// Why the next holder's token is always larger. ZooKeeper numbers a sequential node with the
+// count of children created under the path before it, N (its internal cversion; the Cversion a
+// Stat reports is another number, see FixedCount). Each of those N creates was a transaction of
+// its own, with a zxid above the path's creation zxid czxid, so the node's own create, the
+// (N+1)th, has a zxid of at least czxid + N + 1: the token czxid + N lies below the zxid of the
+// transaction that created the node. Hence:
 //   - within one incarnation of the path, holders follow queue order, which is creation order,
 //     so N, and the token, grows from holder to holder;
 //   - a later incarnation (containers are deleted when empty and created again) has a czxid above
 //     every zxid of the earlier one, so above every token of it; zxids only grow, across leader
 //     changes too.
 //
-// For how long. Seq is N modulo 2^32 (see Node.Seq): ZooKeeper's int32 wrap to -2147483648 is
-// read as 2147483648, so tokens keep growing across it. They grow until one incarnation of the
-// path has seen 2^32 child changes; then the count restarts at 0 and tokens fall by 2^32. A
-// fence then refuses every holder of that path (it never admits a stale one) until the path
-// goes idle and is created anew. 2^32 changes are 2^31 lock cycles: at 5,000 a second on one
-// path that never once stands empty when ZooKeeper checks its containers, about five days.
+// For how long. Seq is N modulo 2^32 (see Node.Seq): ZooKeeper's int32 wrap to -2147483648, after
+// 2^31 creates, is read as 2147483648, so tokens keep growing across it. They grow until one
+// incarnation of the path has seen 2^32 creates, one per lock attempt; then the count restarts at
+// 0 and tokens fall by 2^32. A fence then refuses every holder of that path (it never admits a
+// stale one) until the path goes idle and is created anew. At 5,000 attempts a second on one
+// path that is never empty when ZooKeeper checks its containers, that is ten days.
 func Token(dirCzxid, seq int64) int64 { return dirCzxid + seq }
 
-// CountBefore stands in for N in Token for a node without a sequence number (the teaching
-// recipes' fixed name): the lock path's child-change count cversion, read after the node's
-// create and before its delete, less one. It is at least the count before the create (the create
-// is among the changes counted), so the token is above every earlier holder's; it is below the
-// count at which any node created after the delete gets, so below every later holder's (a fixed
-// node and sequential nodes never hold at once: neither kind of recipe sees the other's nodes,
-// so holdings that do not overlap switch from one to the other only through an empty queue); and
-// the read counted at least cversion changes, so the token is also below the zxid of one of them,
-// as the proof above needs.
-func CountBefore(cversion int32) int64 { return int64(uint32(cversion - 1)) }
+// FixedCount stands in for N in Token for a node without a sequence number (the teaching recipes'
+// fixed name), from the lock path's Stat read after the node's create and before its delete.
+//
+// ZooKeeper counts creates C internally, and reports Cversion = 2·C − NumChildren (every create
+// whose node is gone was matched by a delete), in an int32: so (Cversion + NumChildren) / 2,
+// computed modulo 2^32, is C modulo 2^31. C − 1 is at least N, the count before this node's
+// create (which is among those counted; a create that fails because the node exists counts
+// nothing), so the token is above every earlier holder's. It is below the number of any node
+// created after the delete, so below every later holder's as long as holdings do not overlap:
+// the fixed-name recipes and the sequential ones do not see each other's nodes, so a path passes
+// from one to the other only through an empty queue. And C creates with zxids above czxid had
+// been made, so the token lies below the zxid of one of them, as the proof above needs.
+//
+// Because the doubling drops C's top bit, these tokens agree with the sequential recipes' only
+// until the path's 2^31st create, where ZooKeeper's own numbers turn negative; past it they fall
+// by 2^31 and a fence refuses them until the path is created anew.
+func FixedCount(cversion, numChildren int32) int64 {
+	return int64((uint32(cversion)+uint32(numChildren))/2) - 1
+}
 
 // Strays are the nodes of own's attempt other than own: left by a create whose reply was lost.
 func Strays(queue []Node, own Node) []Node {

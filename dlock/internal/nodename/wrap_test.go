@@ -113,12 +113,13 @@ func TestTokenAcrossTheWrap(t *testing.T) {
 		}
 		prev = tok
 	}
-	// A fixed node created when the count was N reads at least N+1 while held.
-	for _, before := range counters {
-		after := before + 1
-		got := Token(czxid, CountBefore(after))
-		if want := Token(czxid, int64(uint32(before))); got != want {
-			t.Errorf("fixed node created at count %d, cversion read %d: token %d, want %d", before, after, got, want)
+	// A fixed node created after N creates reads, while held, Cversion = 2(N+1) - children.
+	for _, n := range []int64{0, 1, 7, 1 << 20, 1<<30 - 1, 1 << 30, 1<<31 - 2} {
+		for _, children := range []int32{1, 2, 1000} {
+			cversion := int32(2*(n+1) - int64(children)) // ZooKeeper's DataNode.copyStat, in int32
+			if got := FixedCount(cversion, children); got != n {
+				t.Errorf("%d creates before, %d children: FixedCount(%d) = %d, want %d", n, children, cversion, got, n)
+			}
 		}
 	}
 }
