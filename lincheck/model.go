@@ -65,6 +65,10 @@ const (
 	// Unknown: any other answer, or none (a timeout, a cut connection). It may or may not have
 	// taken effect, at any time after its call: its return is the end of the history.
 	Unknown
+	// Applied: an operation of unknown outcome that a retry with the same key, after the history,
+	// found done before ("replayed"). It took effect at some time after its call; what it left is
+	// not known, and its return is the end of the history.
+	Applied
 )
 
 // Output is what an operation answered.
@@ -106,6 +110,10 @@ func Step(s State, in Input, out Output) []State {
 				return []State{s, after}
 			}
 			return []State{s}
+		case Applied:
+			if enough {
+				return []State{after}
+			}
 		}
 	case Cart:
 		enough := s[0] >= in.Qty[0] && s[1] >= in.Qty[1]
@@ -125,6 +133,10 @@ func Step(s State, in Input, out Output) []State {
 				return []State{s, after}
 			}
 			return []State{s}
+		case Applied:
+			if enough {
+				return []State{after}
+			}
 		}
 	case Cancel:
 		after := s
@@ -136,6 +148,8 @@ func Step(s State, in Input, out Output) []State {
 			}
 		case Unknown:
 			return []State{s, after}
+		case Applied:
+			return []State{after}
 		}
 	case Read:
 		if out.Result == OK && out.Remaining[in.SKU] == s[in.SKU] {
@@ -210,6 +224,8 @@ func Describe(skus [2]string, in Input, out Output) string {
 		}
 	case Unknown:
 		fmt.Fprintf(&b, "? (%s)", out.Answer)
+	case Applied:
+		fmt.Fprintf(&b, "done, when unknown (%s)", out.Answer)
 	}
 	return b.String()
 }

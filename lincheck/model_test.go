@@ -94,6 +94,14 @@ func TestModel(t *testing.T) {
 			op(0, 0, end, buy(0, 2), unknown),
 			op(1, 10, 11, read(0), left(0, 2)),
 		}, porcupine.Illegal},
+		{"a sale found done later, placed where the stock covered it", 2, []porcupine.Operation{
+			op(0, 0, end, buy(0, 2), Output{Result: Applied, Short: -1}),
+			op(1, 1, 2, read(0), left(0, 2)),
+			op(1, 3, 4, read(0), left(0, 0)),
+		}, porcupine.Ok},
+		{"a sale found done that the stock never covered", 1, []porcupine.Operation{
+			op(0, 0, end, buy(0, 2), Output{Result: Applied, Short: -1}),
+		}, porcupine.Illegal},
 		{"a cart sells both or neither", 5, []porcupine.Operation{
 			op(0, 0, 1, Input{Kind: Cart, Qty: [2]int64{2, 1}}, Output{Result: OK, Remaining: [2]int64{3, 4}, Short: -1}),
 			op(1, 2, 3, Input{Kind: Cart, Qty: [2]int64{1, 5}}, Output{Result: OutOfStock, Short: 1}),

@@ -47,6 +47,13 @@ type Config struct {
 	Seed uint64
 	// HTTPClient, if set, is used instead of one made from RequestTimeout.
 	HTTPClient *http.Client
+	// KeepUnknown leaves operations of unknown outcome as they are. By default each is sent once
+	// more with the same key (or order) after the history: answered as a replay, it had taken
+	// effect (Applied); answered as new, or out_of_stock, it had not by then, and no operation of
+	// the history can have seen it, so it is left out. This only narrows what the model allows,
+	// so it cannot make a history pass that would fail without it; it makes the check fast
+	// when many outcomes are unknown.
+	KeepUnknown bool
 }
 
 func (c *Config) defaults() error {
@@ -106,6 +113,9 @@ type Stats struct {
 	BadAnswers int
 	// Problems holds the first few 400s and bad answers, verbatim.
 	Problems []string
+	// FoundDone and FoundNotDone count the operations of unknown outcome that a retry after the
+	// history found done (kept as Applied) or not done (left out); the rest stay unknown.
+	FoundDone, FoundNotDone int
 }
 
 // History is a recorded history, ready to check.
@@ -133,6 +143,7 @@ type Recorder struct {
 
 	mu     sync.Mutex
 	hist   []porcupine.Operation
+	reqs   []request // hist[i] was sent as reqs[i]
 	notes  []porcupine.Annotation
 	stats  Stats
 	result *History
@@ -212,8 +223,18 @@ func (r *Recorder) Stop() (*History, error) {
 		close(r.halt)
 		r.wg.Wait()
 		r.swWG.Wait()
+		if !r.cfg.KeepUnknown {
+			r.resolve()
+		}
 		r.mu.Lock()
 		defer r.mu.Unlock()
+		var kept []porcupine.Operation
+		for _, op := range r.hist {
+			if op.Output != nil {
+				kept = append(kept, op)
+			}
+		}
+		r.hist = kept
 		end := int64(0)
 		for _, op := range r.hist {
 			end = max(end, op.Return)
@@ -223,9 +244,8 @@ func (r *Recorder) Stop() (*History, error) {
 			end = max(end, n.End+1)
 		}
 		for i := range r.hist {
-			if r.hist[i].Output.(Output).Result == Unknown {
+			if res := r.hist[i].Output.(Output).Result; res == Unknown || res == Applied {
 				r.hist[i].Return = end
-				r.stats.Unknown++
 			}
 		}
 		sort.SliceStable(r.hist, func(i, j int) bool { return r.hist[i].Call < r.hist[j].Call })
@@ -308,6 +328,7 @@ func (r *Recorder) do(ctx context.Context, c int, replica string, in Input, key 
 	case Read:
 		method, path = http.MethodGet, "/v1/products/"+url.PathEscape(skus[in.SKU])
 	}
+	req := request{replica: replica, method: method, path: path, body: body, hdr: hdr}
 	call := r.now()
 	status, raw, err := r.send(ctx, method, replica+path, body, false, hdr)
 	ret := r.now()
@@ -411,6 +432,10 @@ func (r *Recorder) do(ctx context.Context, c int, replica string, in Input, key 
 	}
 	r.mu.Lock()
 	r.hist = append(r.hist, porcupine.Operation{ClientId: c, Input: in, Call: call, Output: out, Return: ret, Metadata: meta})
+	r.reqs = append(r.reqs, req)
+	if out.Result == Unknown {
+		r.stats.Unknown++
+	}
 	r.mu.Unlock()
 	return out, got, true
 }
@@ -514,5 +539,80 @@ func (r *Recorder) switcher(ctx context.Context) {
 			r.swErr = err
 			return
 		}
+	}
+}
+
+// request is how an operation was sent, to send it again.
+type request struct {
+	replica, method, path, body string
+	hdr                         map[string]string
+}
+
+// resolve sends every operation of unknown outcome once more (see Config.KeepUnknown), a few at
+// a time, and marks it Applied, or drops it (a nil Output), by the answer.
+func (r *Recorder) resolve() {
+	var todo []int
+	for i, op := range r.hist {
+		if op.Output.(Output).Result == Unknown {
+			todo = append(todo, i)
+		}
+	}
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(r.cfg.Clients, len(todo)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				r.resolveOne(i)
+			}
+		}()
+	}
+	for _, i := range todo {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+}
+
+func (r *Recorder) resolveOne(i int) {
+	req := r.reqs[i]
+	in := r.hist[i].Input.(Input)
+	// The replica it went to first, then the others (it may be down).
+	start := 0
+	for k, u := range r.cfg.Replicas {
+		if u == req.replica {
+			start = k
+		}
+	}
+	for k := range r.cfg.Replicas {
+		u := r.cfg.Replicas[(start+k)%len(r.cfg.Replicas)]
+		status, raw, err := r.send(context.Background(), req.method, u+req.path, req.body, false, req.hdr)
+		if err != nil {
+			continue
+		}
+		var a struct {
+			Replayed bool   `json:"replayed"`
+			Code     string `json:"code"`
+		}
+		_ = json.Unmarshal(raw, &a)
+		done := a.Replayed && (status == http.StatusOK)
+		notDone := status == http.StatusCreated && !a.Replayed ||
+			status == http.StatusOK && in.Kind == Cancel && !a.Replayed ||
+			status == http.StatusConflict && a.Code == "out_of_stock" && in.Kind != Cancel
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		switch {
+		case done:
+			out := r.hist[i].Output.(Output)
+			out.Result = Applied
+			r.hist[i].Output = out
+			r.hist[i].Metadata = fmt.Sprintf("%v; sent again after the history: %d, replayed", r.hist[i].Metadata, status)
+			r.stats.FoundDone++
+		case notDone:
+			r.hist[i].Output = nil
+			r.stats.FoundNotDone++
+		}
+		return
 	}
 }
