@@ -144,12 +144,22 @@ func (l *Lease) Err() error {
 	return l.h.lostErr
 }
 
+// ErrReleasePending is what Unlock answers when it could not delete the lock node at once because
+// ZooKeeper was out of reach (the connection down or silent, or back but not yet trusted: the
+// moments after a reconnection), or ctx ended first. The release is not failed and needs nothing
+// from the caller: the lease is given up (its context is cancelled), the delete goes on in the
+// background once a session is there, and at the latest the node goes with the session. Only the
+// next holder may have to wait for it. Treat it as success; log it at debug level if at all.
+var ErrReleasePending = errors.New("dlock: release pending: the lock node is deleted in the background, or goes with the session")
+
 // Unlock releases the lease. The last Lease on a holding deletes the lock's node; when Unlock
-// returns nil the next waiter can go ahead. It never waits for a ZooKeeper that cannot be reached:
-// the delete then goes on in the background (the node goes with the session at the latest) and
-// Unlock returns an error saying so. It is idempotent: later calls return the first call's
-// result. A lease that was lost, whether or not Lost has closed yet, answers an error wrapping
-// ErrLost.
+// returns nil the node is gone and the next waiter can go ahead. It never waits for a ZooKeeper
+// that cannot be reached: while ZooKeeper is unreachable Unlock returns promptly, with an error
+// wrapping ErrReleasePending, and the delete finishes in the background (the node goes with the
+// session at the latest). That error is not a failure: check it with errors.Is and carry on. It
+// is idempotent: later calls return the first call's result. A lease that was lost, whether or
+// not Lost has closed yet, answers an error wrapping ErrLost; any other error is one ZooKeeper
+// gave (the node may stay until the session ends).
 func (l *Lease) Unlock(ctx context.Context) error {
 	first := false
 	l.once.Do(func() {
@@ -201,11 +211,21 @@ func (h *holding) release(ctx context.Context) error {
 	switch {
 	case err != nil:
 		h.c.removeLater(h.node, h.owner)
-		return fmt.Errorf("dlock: unlock %s: deleting in the background: %w", h.node, err)
+		if deferred(err) {
+			return fmt.Errorf("dlock: unlock %s: %w: %w", h.node, ErrReleasePending, err)
+		}
+		return fmt.Errorf("dlock: unlock %s: %w", h.node, err)
 	case goneBefore:
 		return fmt.Errorf("dlock: unlock %s: %w: the node was deleted by someone else", h.node, ErrLost)
 	}
 	return nil
+}
+
+// deferred reports whether a delete failed only for want of a reachable ZooKeeper or of time, as
+// opposed to an answer from ZooKeeper refusing it.
+func deferred(err error) bool {
+	return errors.Is(err, ErrNoSession) || errors.Is(err, ErrClosed) || isConnectionError(err) ||
+		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
 }
 
 // ownWatchDelay is how long a holding lasts before the holder watches its own node, to learn if
