@@ -9,8 +9,6 @@ import (
 	"gorm.io/gorm"
 )
 
-var errNoRows = sql.ErrNoRows
-
 // Audit is what the tables say about one SKU after a run.
 type Audit struct {
 	SKU          string `json:"sku"`

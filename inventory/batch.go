@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"gorm.io/gorm"
 )
@@ -14,6 +13,9 @@ type BatchItem struct {
 	Purchase Purchase
 	Result   Result
 	Err      error // ErrOutOfStock or ErrKeyReused: this item alone was refused
+	// known: the answer does not hang on this batch's commit (a refusal, or a replay of an order
+	// committed before), so it stands when the commit goes unanswered.
+	known bool
 }
 
 // ErrBatchConflict: an idempotency key of the batch was recorded by another transaction while the
@@ -22,39 +24,46 @@ type BatchItem struct {
 var ErrBatchConflict = errors.New("inventory: batch conflicts with a concurrent order")
 
 // DeductBatch runs purchases of one SKU, in order, in one fenced transaction: one fence claim,
-// one read of the stock, one look-up of the batch's idempotency keys, one multi-row insert of the
-// accepted orders and one write of the stock, whatever the batch's size. Items refused for stock
-// or a reused key get their own Err; any other failure fails the whole batch and changes nothing.
-func (s *Store) DeductBatch(ctx context.Context, sku string, token int64, items []BatchItem, beforeCommit func() error) error {
+// one read of the stock, one look-up of the batch's keys, one multi-row insert of the accepted
+// orders and one write of the stock, whatever the batch's size. Items refused for stock or a
+// reused key get their own Err; any other failure fails the whole batch and changes nothing. A
+// commit that goes unanswered is ErrOutcomeUnknown for the batch, except for the items already
+// known to be replays, which wrote nothing and keep their answers.
+func (s *Store) DeductBatch(ctx context.Context, sku string, fence Fence, items []BatchItem, lastWord func() error) error {
 	err := s.inTx(ctx, func(tx *gorm.DB) error {
-		return deductFenced(ctx, tx, sku, token, items, nil, beforeCommit)
+		return deductBatch(tx, sku, fence, items, lastWord)
 	})
 	switch {
 	case err == nil:
 		return nil
 	case errors.Is(err, gorm.ErrDuplicatedKey):
 		return ErrBatchConflict
-	case errors.Is(err, ErrUnknownSKU), errors.Is(err, ErrStaleToken), errors.Is(err, ErrOutcomeUnknown):
+	case errors.Is(err, ErrOutcomeUnknown):
+		for i := range items {
+			if !items[i].known {
+				items[i].Result, items[i].Err = Result{}, err
+			}
+		}
+		return err
+	case errors.Is(err, ErrUnknownSKU), errors.Is(err, ErrStaleToken):
 		return err
 	default:
 		return fmt.Errorf("inventory: batch of %d for %s: %w", len(items), sku, err)
 	}
 }
 
-// deductFenced is the one fenced deduction, of a batch or of a single purchase (a batch of one):
-// the fence claim first, before any read (under REPEATABLE READ the first plain read fixes the
-// transaction's snapshot, and one taken before the claim may predate a writer the claim waited
-// for), then the stock, the keys, the checks, the work (work, if any, once, when something is to
-// be sold), the orders and the stock written back.
-func deductFenced(ctx context.Context, tx *gorm.DB, sku string, token int64, items []BatchItem, work func(context.Context) error, beforeCommit func() error) error {
-	if err := claimFence(tx, sku, token); err != nil {
+// deductBatch decides every item from one read of the stock, in the batch's order: a replay for a
+// key that made an order already (or earlier in the batch), ErrKeyReused for a key that made
+// another, ErrOutOfStock when the stock left cannot cover it, a sale otherwise.
+func deductBatch(tx *gorm.DB, sku string, fence Fence, items []BatchItem, lastWord func() error) error {
+	if err := claimFence(tx, sku, fence); err != nil {
 		return err
 	}
 	stock, err := readStock(tx, sku, false)
 	if err != nil {
 		return err
 	}
-	recorded, err := ordersByRequestIDs(tx, items)
+	heads, err := headsOf(tx, items)
 	if err != nil {
 		return err
 	}
@@ -63,23 +72,25 @@ func deductFenced(ctx context.Context, tx *gorm.DB, sku string, token int64, ite
 	newKeys := map[string]int{}  // key -> index in orders, for repeats within the batch
 	for i := range items {
 		it := &items[i]
-		it.Result, it.Err = Result{}, nil
+		it.Result, it.Err, it.known = Result{}, nil, false
 		p := it.Purchase
 		if p.SKU != sku {
 			return fmt.Errorf("batch of %s holds a purchase of %s", sku, p.SKU)
 		}
+		req := newKeyedRequest(p.RequestID, kindPurchase, []line{{sku: p.SKU, take: p.Qty}})
 		if p.RequestID != "" {
-			if o, found := recorded[p.RequestID]; found {
-				if o.SKU != p.SKU || o.Qty != p.Qty {
+			if h, found := heads[p.RequestID]; found {
+				if !req.matches(h) {
 					it.Err = ErrKeyReused
 				} else {
-					it.Result = Result{Order: o, Remaining: stock, Replayed: true}
+					it.Result = Result{Order: h, Remaining: stock, Replayed: true}
 				}
+				it.known = true
 				continue
 			}
 			if j, found := newKeys[p.RequestID]; found {
-				if orders[j].Qty != p.Qty {
-					it.Err = ErrKeyReused
+				if orders[j].BodyDigest != req.digest {
+					it.Err, it.known = ErrKeyReused, true
 				} else {
 					answers[i] = j
 					it.Result = Result{Remaining: stock, Replayed: true}
@@ -88,11 +99,11 @@ func deductFenced(ctx context.Context, tx *gorm.DB, sku string, token int64, ite
 			}
 		}
 		if stock < p.Qty {
-			it.Err = ErrOutOfStock
+			it.Err, it.known = ErrOutOfStock, true
 			continue
 		}
 		stock -= p.Qty
-		o := Order{SKU: sku, Qty: p.Qty, Replica: p.Replica, FenceToken: token}
+		o := Order{SKU: sku, Qty: p.Qty, Replica: p.Replica, FenceToken: fence.Token, BodyDigest: req.digest}
 		if p.RequestID != "" {
 			key := p.RequestID
 			o.RequestID = &key
@@ -102,48 +113,40 @@ func deductFenced(ctx context.Context, tx *gorm.DB, sku string, token int64, ite
 		orders = append(orders, o)
 		it.Result = Result{Remaining: stock}
 	}
-	if len(orders) > 0 && work != nil {
-		if err := work(ctx); err != nil {
-			return err
-		}
-	}
 	if len(orders) > 0 {
 		// One INSERT of many rows: MySQL and MariaDB give a simple multi-row insert consecutive
-		// ids in every auto-increment lock mode, which is what GORM assigns back.
+		// ids (with auto_increment_increment 1), which is what GORM assigns back.
 		if err := tx.Create(&orders).Error; err != nil {
 			return fmt.Errorf("record %d orders: %w", len(orders), err)
 		}
 		for i, j := range answers {
 			items[i].Result.Order = orders[j]
 		}
-		if err := tx.Exec("UPDATE products SET stock = ?, updated_at = ? WHERE sku = ?", stock, time.Now().UTC(), sku).Error; err != nil {
-			return fmt.Errorf("write stock: %w", err)
+		if err := writeStock(tx, sku, stock); err != nil {
+			return err
 		}
 	}
-	if beforeCommit != nil {
-		return beforeCommit()
-	}
-	return nil
+	return beforeCommit(lastWord)
 }
 
-// ordersByRequestIDs reads, in one query, the orders already recorded under the batch's keys.
-func ordersByRequestIDs(tx *gorm.DB, items []BatchItem) (map[string]Order, error) {
+// headsOf reads, in one query, the orders already recorded under the batch's keys.
+func headsOf(tx *gorm.DB, items []BatchItem) (map[string]Order, error) {
 	var keys []string
 	for _, it := range items {
 		if it.Purchase.RequestID != "" && !it.Purchase.NewKey {
 			keys = append(keys, it.Purchase.RequestID)
 		}
 	}
-	recorded := map[string]Order{}
+	heads := map[string]Order{}
 	if len(keys) == 0 {
-		return recorded, nil
+		return heads, nil
 	}
 	var found []Order
 	if err := tx.Where("request_id IN ?", keys).Find(&found).Error; err != nil {
 		return nil, fmt.Errorf("look up %d idempotency keys: %w", len(keys), err)
 	}
 	for _, o := range found {
-		recorded[*o.RequestID] = o
+		heads[*o.RequestID] = o
 	}
-	return recorded, nil
+	return heads, nil
 }

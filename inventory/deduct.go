@@ -4,46 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"gorm.io/gorm"
 )
-
-// Mode is how a deduction protects itself.
-type Mode int
-
-const (
-	// Fenced claims the fence before anything else: the deduction goes ahead only if no newer
-	// token has been written. Used under the ZooKeeper lock.
-	Fenced Mode = iota
-	// Unfenced trusts the lock alone.
-	Unfenced
-	// Unsafe is the same plain read-check-write with no lock at all: it oversells under
-	// concurrency, which is what the demonstration shows. It must stay a read-modify-write.
-	Unsafe
-	// ForUpdate locks the product's row with SELECT ... FOR UPDATE before reading it: the
-	// database serializes the deductions, no ZooKeeper involved.
-	ForUpdate
-	// CAS makes the check and the write one conditional statement:
-	// UPDATE products SET stock = stock - qty WHERE sku = ? AND stock >= qty.
-	CAS
-)
-
-func (m Mode) String() string {
-	switch m {
-	case Fenced:
-		return "fenced"
-	case Unfenced:
-		return "unfenced"
-	case Unsafe:
-		return "unsafe"
-	case ForUpdate:
-		return "for-update"
-	case CAS:
-		return "cas"
-	}
-	return fmt.Sprintf("Mode(%d)", int(m))
-}
 
 // Purchase is one deduction request.
 type Purchase struct {
@@ -52,16 +15,8 @@ type Purchase struct {
 	RequestID string // idempotency key; empty for none
 	NewKey    bool   // RequestID was made for this purchase just now: no order can hold it yet
 	Replica   string
-	Token     int64 // fencing token (Fenced mode); recorded with the order in every mode
-}
-
-// Hooks let the caller act inside the transaction. Either may be nil.
-type Hooks struct {
-	// Work runs between the stock check and the write: the simulated payment call. An error
-	// rolls the transaction back.
-	Work func(ctx context.Context) error
-	// BeforeCommit is the last word before commit; the caller checks it still holds its lock.
-	BeforeCommit func() error
+	Token     int64  // fencing token (Fenced mode); recorded with the order in every mode
+	Issuer    Issuer // who issued Token
 }
 
 // Result is an accepted (or replayed) purchase.
@@ -71,165 +26,113 @@ type Result struct {
 	Replayed  bool  // the idempotency key was seen before: Order is the original, nothing changed
 }
 
-// Deduct runs one purchase in one transaction: claim the fence (Fenced only), read the stock,
-// check it, run the work, write the new stock, record the order, commit. Every read goes through
-// the transaction. On any error nothing is changed.
+// Deduct runs one purchase in one transaction: a sale of one line (see sell).
 func (s *Store) Deduct(ctx context.Context, p Purchase, mode Mode, hooks Hooks) (Result, error) {
-	var res Result
-	err := s.inTx(ctx, func(tx *gorm.DB) error {
-		var err error
-		res, err = deduct(ctx, tx, p, mode, hooks)
-		return err
+	sl := sale{replica: p.Replica, newKey: p.NewKey || p.RequestID == "",
+		req:    newKeyedRequest(p.RequestID, kindPurchase, []line{{sku: p.SKU, take: p.Qty}}),
+		fences: map[string]Fence{p.SKU: {Issuer: p.Issuer, Token: p.Token}}}
+	orders, left, replayed, err := s.sell(ctx, sl, mode, hooks)
+	if err != nil {
+		return Result{}, wrapChangeErr(fmt.Sprintf("deduct %d of %s", p.Qty, p.SKU), err)
+	}
+	return Result{Order: orders[0], Remaining: left[p.SKU], Replayed: replayed}, nil
+}
+
+// PurchaseByKey finds the order p's key made, if any: ErrKeyReused when another request made it.
+func (s *Store) PurchaseByKey(ctx context.Context, p Purchase) (Result, bool, error) {
+	req := newKeyedRequest(p.RequestID, kindPurchase, []line{{sku: p.SKU, take: p.Qty}})
+	orders, left, found, err := replayOf(s.db.WithContext(ctx), req)
+	if err != nil || !found {
+		return Result{}, found, err
+	}
+	return Result{Order: orders[0], Remaining: left[p.SKU], Replayed: true}, true, nil
+}
+
+// sale is a single purchase or a cart: lines of distinct SKUs sold all or nothing, under one key.
+type sale struct {
+	req     keyedRequest
+	newKey  bool // no order can hold the key yet: skip the look-up
+	fences  map[string]Fence
+	replica string
+}
+
+// sell is the one composition of a sale: claim the fences (Fenced), look the key up, move the
+// stock as the mode says, record one order per line, last word, commit. On any error nothing is
+// changed. A replay is known before the commit and writes nothing, so a commit that goes
+// unanswered after it is still a replay, not an unknown outcome.
+func (s *Store) sell(ctx context.Context, sl sale, mode Mode, hooks Hooks) (orders []Order, left map[string]int64, replayed bool, err error) {
+	err = s.inTx(ctx, func(tx *gorm.DB) error {
+		if err := claimFences(tx, mode, sl.fences); err != nil {
+			return err
+		}
+		if !sl.newKey {
+			var found bool
+			orders, left, found, err = replayOf(tx, sl.req)
+			if err != nil || found {
+				replayed = found
+				return err
+			}
+		}
+		if left, err = moveStock(ctx, tx, mode, sl.req.lines, hooks.Work); err != nil {
+			return err
+		}
+		orders = make([]Order, len(sl.req.lines))
+		for i, l := range sl.req.lines {
+			orders[i] = Order{SKU: l.sku, Qty: l.take, Replica: sl.replica, FenceToken: sl.fences[l.sku].Token, BodyDigest: sl.req.digest}
+			if sl.req.key != "" {
+				key := sl.req.keyOf(l.sku)
+				orders[i].RequestID = &key
+			}
+		}
+		if err := tx.Create(&orders).Error; err != nil {
+			return fmt.Errorf("record %d orders: %w", len(orders), err)
+		}
+		return beforeCommit(hooks.BeforeCommit)
 	})
-	if err == nil {
-		return res, nil
+	switch {
+	case err == nil:
+		return orders, left, replayed, nil
+	case replayed && errors.Is(err, ErrOutcomeUnknown):
+		return orders, left, true, nil
+	case errors.Is(err, gorm.ErrDuplicatedKey) && sl.req.key != "":
+		// Another transaction recorded the same key first (possible without a lock, or for
+		// another SKU at once): ours rolled back, theirs is the answer.
+		var found bool
+		orders, left, found, err = replayOf(s.db.WithContext(ctx), sl.req)
+		if err == nil && !found {
+			err = fmt.Errorf("the orders of key %q vanished", sl.req.key)
+		}
+		return orders, left, err == nil, err
 	}
-	if errors.Is(err, gorm.ErrDuplicatedKey) && p.RequestID != "" {
-		// Another transaction recorded the same key first (possible without a lock, or for two
-		// SKUs at once): ours rolled back, theirs is the answer.
-		return s.replay(ctx, p)
-	}
-	return Result{}, wrapDeductErr(p, err)
+	return nil, nil, false, err
 }
 
-func deduct(ctx context.Context, tx *gorm.DB, p Purchase, mode Mode, hooks Hooks) (Result, error) {
-	if mode == Fenced {
-		items := []BatchItem{{Purchase: p}}
-		if err := deductFenced(ctx, tx, p.SKU, p.Token, items, hooks.Work, hooks.BeforeCommit); err != nil {
-			return Result{}, err
-		}
-		return items[0].Result, items[0].Err // an Err rolls the fence claim back with the rest
+// replayOf is the answer to a request whose key made orders already: those orders, and the stock
+// now.
+func replayOf(db *gorm.DB, req keyedRequest) ([]Order, map[string]int64, bool, error) {
+	orders, found, err := recorded(db, req)
+	if err != nil || !found {
+		return nil, nil, found, err
 	}
-	if p.RequestID != "" && !p.NewKey {
-		o, found, err := orderByRequestID(tx, p.RequestID)
-		if err != nil {
-			return Result{}, err
-		}
-		if found {
-			return replayOf(tx, o, p)
-		}
-	}
-	var remaining int64
-	var err error
-	if mode == CAS {
-		remaining, err = deductCAS(ctx, tx, p, hooks)
-	} else {
-		remaining, err = readCheckWrite(ctx, tx, p, mode, hooks)
-	}
-	if err != nil {
-		return Result{}, err
-	}
-	o := Order{SKU: p.SKU, Qty: p.Qty, Replica: p.Replica, FenceToken: p.Token}
-	if p.RequestID != "" {
-		key := p.RequestID
-		o.RequestID = &key
-	}
-	if err := tx.Create(&o).Error; err != nil {
-		return Result{}, fmt.Errorf("record order: %w", err)
-	}
-	if hooks.BeforeCommit != nil {
-		if err := hooks.BeforeCommit(); err != nil {
-			return Result{}, err
+	left := map[string]int64{}
+	for _, l := range req.lines {
+		if left[l.sku], err = readStock(db, l.sku, false); err != nil {
+			return nil, nil, false, err
 		}
 	}
-	return Result{Order: o, Remaining: remaining}, nil
+	return orders, left, true, nil
 }
 
-// readCheckWrite is the deduction of the Fenced, Unfenced, Unsafe and ForUpdate modes: read the
-// stock, check it, do the work, write the new value.
-func readCheckWrite(ctx context.Context, tx *gorm.DB, p Purchase, mode Mode, hooks Hooks) (int64, error) {
-	stock, err := readStock(tx, p.SKU, mode == ForUpdate)
-	if err != nil {
-		return 0, err
+// wrapChangeErr names the change in an error, except the errors callers match on.
+func wrapChangeErr(what string, err error) error {
+	var short *ShortError
+	if errors.As(err, &short) {
+		return err
 	}
-	if stock < p.Qty {
-		return 0, ErrOutOfStock
-	}
-	if hooks.Work != nil {
-		if err := hooks.Work(ctx); err != nil {
-			return 0, err
-		}
-	}
-	remaining := stock - p.Qty
-	if err := tx.Exec("UPDATE products SET stock = ?, updated_at = ? WHERE sku = ?", remaining, time.Now().UTC(), p.SKU).Error; err != nil {
-		return 0, fmt.Errorf("write stock: %w", err)
-	}
-	return remaining, nil
-}
-
-// deductCAS does the work first (a payment would be taken before the stock is claimed) and then
-// claims the stock in one conditional statement, which the database applies atomically.
-func deductCAS(ctx context.Context, tx *gorm.DB, p Purchase, hooks Hooks) (int64, error) {
-	if hooks.Work != nil {
-		if err := hooks.Work(ctx); err != nil {
-			return 0, err
-		}
-	}
-	r := tx.Exec("UPDATE products SET stock = stock - ?, updated_at = ? WHERE sku = ? AND stock >= ?", p.Qty, time.Now().UTC(), p.SKU, p.Qty)
-	if r.Error != nil {
-		return 0, fmt.Errorf("claim stock: %w", r.Error)
-	}
-	stock, err := readStock(tx, p.SKU, false)
-	if err != nil {
-		return 0, err
-	}
-	if r.RowsAffected == 0 {
-		return 0, ErrOutOfStock
-	}
-	return stock, nil
-}
-
-// claimFence raises the product's fence to token, or fails if a newer token was written already.
-// Its row lock also serializes this transaction against any other writer of the product.
-func claimFence(tx *gorm.DB, sku string, token int64) error {
-	r := tx.Exec("UPDATE products SET fence_token = ? WHERE sku = ? AND fence_token <= ?", token, sku, token)
-	if r.Error != nil {
-		return fmt.Errorf("claim fence: %w", r.Error)
-	}
-	if r.RowsAffected == 1 {
-		return nil
-	}
-	var n int64
-	if err := tx.Model(&Product{}).Where("sku = ?", sku).Count(&n).Error; err != nil {
-		return fmt.Errorf("claim fence: %w", err)
-	}
-	if n == 0 {
-		return ErrUnknownSKU
-	}
-	return ErrStaleToken
-}
-
-func (s *Store) replay(ctx context.Context, p Purchase) (Result, error) {
-	o, found, err := orderByRequestID(s.db.WithContext(ctx), p.RequestID)
-	if err != nil {
-		return Result{}, wrapDeductErr(p, err)
-	}
-	if !found {
-		return Result{}, wrapDeductErr(p, fmt.Errorf("order for request %q vanished", p.RequestID))
-	}
-	res, err := replayOf(s.db.WithContext(ctx), o, p)
-	if err != nil {
-		return Result{}, wrapDeductErr(p, err)
-	}
-	return res, nil
-}
-
-func replayOf(db *gorm.DB, o Order, p Purchase) (Result, error) {
-	if o.SKU != p.SKU || o.Qty != p.Qty {
-		return Result{}, ErrKeyReused
-	}
-	stock, err := readStock(db, o.SKU, false)
-	if err != nil {
-		return Result{}, err
-	}
-	return Result{Order: o, Remaining: stock, Replayed: true}, nil
-}
-
-func wrapDeductErr(p Purchase, err error) error {
-	for _, known := range []error{ErrUnknownSKU, ErrOutOfStock, ErrStaleToken, ErrKeyReused, ErrOutcomeUnknown} {
+	for _, known := range []error{ErrUnknownSKU, ErrOutOfStock, ErrStaleToken, ErrKeyReused, ErrOutcomeUnknown, ErrUnknownOrder} {
 		if errors.Is(err, known) {
 			return err
 		}
 	}
-	return fmt.Errorf("inventory: deduct %d of %s: %w", p.Qty, p.SKU, err)
+	return fmt.Errorf("inventory: %s: %w", what, err)
 }

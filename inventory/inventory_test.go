@@ -352,7 +352,7 @@ func TestDeductBatch(t *testing.T) {
 		return inventory.BatchItem{Purchase: inventory.Purchase{SKU: "SKU-B", Qty: qty, RequestID: key, Replica: "r1"}}
 	}
 	items := []inventory.BatchItem{mk(2, "a"), mk(2, "a"), mk(2, ""), mk(2, ""), mk(1, "b"), mk(3, "a")}
-	if err := s.DeductBatch(ctx, "SKU-B", 7, items, nil); err != nil {
+	if err := s.DeductBatch(ctx, "SKU-B", inventory.Fence{Token: 7}, items, nil); err != nil {
 		t.Fatal(err)
 	}
 	// a: sold; a again: the same order replayed; 2: sold; 2: out of stock (1 left); b: sold; a with
@@ -391,7 +391,7 @@ func TestDeductBatch(t *testing.T) {
 	}
 	// A key recorded by an earlier batch is replayed, not sold again.
 	again := []inventory.BatchItem{mk(1, "b")}
-	if err := s.DeductBatch(ctx, "SKU-B", 7, again, nil); err != nil {
+	if err := s.DeductBatch(ctx, "SKU-B", inventory.Fence{Token: 7}, again, nil); err != nil {
 		t.Fatal(err)
 	}
 	if !again[0].Result.Replayed || again[0].Result.Order.ID != items[4].Result.Order.ID {
@@ -400,11 +400,11 @@ func TestDeductBatch(t *testing.T) {
 	// A stale token or a failing last check changes nothing.
 	mustReset(t, s, "SKU-B", 5)
 	before := audit(t, s, "SKU-B")
-	if err := s.DeductBatch(ctx, "SKU-B", 6, []inventory.BatchItem{mk(1, "")}, nil); !errors.Is(err, inventory.ErrStaleToken) {
+	if err := s.DeductBatch(ctx, "SKU-B", inventory.Fence{Token: 6}, []inventory.BatchItem{mk(1, "")}, nil); !errors.Is(err, inventory.ErrStaleToken) {
 		t.Fatalf("stale batch: %v", err)
 	}
 	boom := errors.New("lease lost")
-	if err := s.DeductBatch(ctx, "SKU-B", 8, []inventory.BatchItem{mk(1, ""), mk(1, "")}, func() error { return boom }); !errors.Is(err, boom) {
+	if err := s.DeductBatch(ctx, "SKU-B", inventory.Fence{Token: 8}, []inventory.BatchItem{mk(1, ""), mk(1, "")}, func() error { return boom }); !errors.Is(err, boom) {
 		t.Fatalf("batch with a failing last check: %v", err)
 	}
 	if after := audit(t, s, "SKU-B"); after != before {

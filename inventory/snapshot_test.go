@@ -57,7 +57,7 @@ func TestFencedDeductionReadsAfterItsClaim(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		var waiting int
-		if err := raw.QueryRow("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO LIKE 'UPDATE products SET fence_token%'").Scan(&waiting); err != nil {
+		if err := raw.QueryRow("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO LIKE 'UPDATE products SET fence_epoch%'").Scan(&waiting); err != nil {
 			t.Fatal(err)
 		}
 		if waiting == 1 {

@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"runtime/debug"
 	"slices"
 	"sync"
 	"time"
 
-	"github.com/zkstock/zkstock/dlock"
 	"github.com/zkstock/zkstock/inventory"
 )
 
@@ -204,19 +204,25 @@ var errShuttingDown = errors.New("the replica is shutting down")
 // errBatchPanicked: a batch's sale panicked; whether it committed is learnt by each purchase's key.
 var errBatchPanicked = errors.New("zk-batch: the batch's sale panicked")
 
-// serveOne takes the lock, sells one batch and releases the lock. A failure to take the lock fails
-// only the purchases that were waiting when this attempt began: those that came during it get an
-// attempt of their own, with their own LOCK_TIMEOUT.
+// serveOne takes the lock as the mode's row says, sells one batch and releases the lock. A failure
+// to take the lock fails only the purchases that were waiting when this attempt began: those that
+// came during it get an attempt of their own, with their own LOCK_TIMEOUT.
 func (b *batcher) serveOne() {
 	waiting := b.waiting()
-	var lease *dlock.Lease
-	err := b.s.withLock(context.Background(), b.s.log.With("sku", b.sku), func(lockCtx context.Context) (release, error) {
-		l, err := dlock.NewMutex(b.s.locks, lockPath(b.sku)).Lock(lockCtx)
+	lm, err := modeOf(ModeZKBatch)
+	if err != nil {
+		b.failWaiting(waiting, err)
+		return
+	}
+	log := b.s.log.With("sku", b.sku, "mode", ModeZKBatch)
+	var held holding
+	err = b.s.withLock(context.Background(), log, func(lockCtx context.Context) (release, error) {
+		h, err := lm.lock(b.s, lockCtx, []string{b.sku})
 		if err != nil {
 			return nil, err
 		}
-		lease = l
-		return l.Unlock, nil
+		held = h
+		return h.Unlock, nil
 	}, func() error {
 		batch := b.take(maxBatch)
 		if len(batch) == 0 {
@@ -224,23 +230,44 @@ func (b *batcher) serveOne() {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
 		defer cancel()
-		for i, a := range b.sellRecovering(ctx, lease, batch) {
+		fence := inventory.Fence{Issuer: lm.issuer, Token: held.Tokens()[b.sku]}
+		for i, a := range b.settle(ctx, batch, b.sellRecovering(ctx, held, fence, batch), log) {
 			batch[i].done <- a
 		}
 		return nil
 	})
 	if err != nil {
-		// Everyone who waited through this attempt gets the same answer as in mode zk.
-		for _, r := range b.takeOnly(waiting) {
-			r.done <- batchAnswer{err: err}
+		b.failWaiting(waiting, err)
+	}
+}
+
+// failWaiting gives everyone who waited through a failed attempt the same answer as in mode zk.
+func (b *batcher) failWaiting(waiting []*batchReq, err error) {
+	for _, r := range b.takeOnly(waiting) {
+		r.done <- batchAnswer{err: err}
+	}
+}
+
+// settle resolves, still under the lease, the purchases whose outcome the batch left unknown (an
+// unanswered COMMIT, a panic), each by its key, as every mode settles before it releases.
+func (b *batcher) settle(ctx context.Context, batch []*batchReq, answers []batchAnswer, log *slog.Logger) []batchAnswer {
+	for i, a := range answers {
+		if errors.Is(a.err, inventory.ErrOutcomeUnknown) {
+			p := batch[i].p
+			answers[i].err = b.s.settle(ctx, change{resolve: func(ctx context.Context, cause error) error {
+				var err error
+				answers[i].res, err = b.s.resolvePurchase(ctx, p, cause, log.With("request_id", p.RequestID))
+				return err
+			}}, a.err, log)
 		}
 	}
+	return answers
 }
 
 // sellRecovering is sell, but a panic in it fails this batch's purchases instead of the replica.
 // The panic may have come after the commit, so the answer is "outcome unknown", which each
 // purchase resolves by its key before its client hears anything.
-func (b *batcher) sellRecovering(ctx context.Context, lease *dlock.Lease, batch []*batchReq) (answers []batchAnswer) {
+func (b *batcher) sellRecovering(ctx context.Context, held holding, fence inventory.Fence, batch []*batchReq) (answers []batchAnswer) {
 	defer func() {
 		if r := recover(); r != nil {
 			b.s.log.Error("zk-batch: a batch panicked; its purchases are resolved by their keys",
@@ -255,12 +282,12 @@ func (b *batcher) sellRecovering(ctx context.Context, lease *dlock.Lease, batch 
 	if b.s.batchPanic != nil {
 		b.s.batchPanic()
 	}
-	return b.sell(ctx, lease, batch)
+	return b.sell(ctx, held, fence, batch)
 }
 
 // sell does every purchase's work at once (the simulated payment calls run side by side), then
 // the whole batch in one fenced transaction.
-func (b *batcher) sell(ctx context.Context, lease *dlock.Lease, batch []*batchReq) []batchAnswer {
+func (b *batcher) sell(ctx context.Context, held holding, fence inventory.Fence, batch []*batchReq) []batchAnswer {
 	s := b.s
 	answers := make([]batchAnswer, len(batch))
 	workErrs := make([]error, len(batch))
@@ -269,7 +296,7 @@ func (b *batcher) sell(ctx context.Context, lease *dlock.Lease, batch []*batchRe
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			workErrs[i] = s.work(lease)(ctx)
+			workErrs[i] = s.work(held)(ctx)
 		}(i)
 	}
 	wg.Wait()
@@ -282,10 +309,10 @@ func (b *batcher) sell(ctx context.Context, lease *dlock.Lease, batch []*batchRe
 	items := make([]inventory.BatchItem, len(batch))
 	for i, r := range batch {
 		items[i].Purchase = r.p
-		items[i].Purchase.Token = lease.Token()
+		items[i].Purchase.Issuer, items[i].Purchase.Token = fence.Issuer, fence.Token
 	}
-	beforeCommit := stillHeld(lease)
-	err := s.store.DeductBatch(ctx, b.sku, lease.Token(), items, beforeCommit)
+	beforeCommit := stillHeld(held)
+	err := s.store.DeductBatch(ctx, b.sku, fence, items, beforeCommit)
 	if errors.Is(err, inventory.ErrBatchConflict) {
 		// A key of the batch was used for another SKU meanwhile: sell one by one, still under
 		// this lease, so that only the conflicting purchase is refused.
@@ -296,8 +323,8 @@ func (b *batcher) sell(ctx context.Context, lease *dlock.Lease, batch []*batchRe
 	}
 	for i, it := range items {
 		answers[i] = batchAnswer{res: it.Result, err: it.Err}
-		if err != nil {
-			answers[i] = batchAnswer{err: err}
+		if err != nil && !errors.Is(err, inventory.ErrOutcomeUnknown) {
+			answers[i] = batchAnswer{err: err} // the whole batch failed; DeductBatch marked the unknown ones itself
 		}
 	}
 	return answers

@@ -3,10 +3,8 @@ package order
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
-	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -22,30 +20,40 @@ type cancelResponse struct {
 }
 
 // cancelOrder is POST /v1/orders/:id/cancel: the order's units go back to stock under the SKU's
-// lock, by the same mode rules as a sale (fenced in the zk modes, the unsafe read-modify-write in
-// none), and the order is marked cancelled. Cancelling again answers 200 with the same cancelled
-// order and changes nothing. The body is empty, or {}.
+// lock, by the mode's rules, and the order is marked cancelled. The purchase's key is the
+// capability to cancel it: the body must be {"request_id": "<the key>"} (a cart's key for any of
+// its orders), unless the admin bearer token comes instead. Cancelling again answers 200 with the
+// same cancelled order and changes nothing.
 func (s *Server) cancelOrder(c *gin.Context) {
 	id, ok := positiveID(c.Param("id"))
 	if !ok {
 		abortWith(c, badRequest("the order id must be a whole number from 1 to 9223372036854775807"))
 		return
 	}
+	// JSON only, an empty body included: a form or a no-cors fetch from another site's page
+	// cannot send it without a preflight.
+	if e := requireJSON(c); e != nil {
+		abortWith(c, e)
+		return
+	}
+	var req struct {
+		RequestID *string `json:"request_id"`
+	}
 	if c.Request.ContentLength != 0 {
-		if e := requireJSON(c); e != nil {
-			abortWith(c, e)
-			return
-		}
-		var none struct{}
-		if e := decodeJSON(c, &none); e != nil {
+		if e := decodeJSON(c, &req); e != nil {
 			abortWith(c, e)
 			return
 		}
 	}
+	admin := s.isAdmin(c)
+	if !admin && (req.RequestID == nil || *req.RequestID == "") {
+		abortWith(c, badRequest(`send {"request_id": "<the purchase's Idempotency-Key>"}: the key is what lets you cancel the order`))
+		return
+	}
 	ctx := c.Request.Context()
 	mode := s.Mode()
 	log := s.log.With("order", id, "mode", mode)
-	res, err := s.cancel(ctx, id, mode, log)
+	res, err := s.cancel(ctx, id, mode, func(o inventory.Order) bool { return admin || inventory.KeyOwns(*req.RequestID, o) }, log)
 	if err != nil {
 		e := cancelError(err)
 		s.metrics.cancellations.WithLabelValues(e.Code).Inc()
@@ -68,14 +76,23 @@ func (s *Server) cancelOrder(c *gin.Context) {
 	c.JSON(http.StatusOK, cancelResponse{Order: res.Order, Remaining: res.Remaining, Replayed: res.Replayed, Replica: s.cfg.ReplicaID, Mode: mode})
 }
 
-func (s *Server) cancel(ctx context.Context, id int64, mode LockMode, log *slog.Logger) (inventory.CancelResult, error) {
-	// Before the lock: the order's SKU names the lock, and a cancelled order needs none.
+// errNotYourOrder: the key sent is not the key of the purchase that made the order.
+var errNotYourOrder = errors.New("the key is not this order's")
+
+func (s *Server) cancel(ctx context.Context, id int64, mode LockMode, allowed func(inventory.Order) bool, log *slog.Logger) (inventory.CancelResult, error) {
+	if _, err := modeOf(mode); err != nil {
+		return inventory.CancelResult{}, err
+	}
+	// Before the lock: the order's SKU names the lock, its key (which never changes) says who
+	// may cancel it, and a cancelled order needs no lock.
 	o, found, err := s.store.OrderByID(ctx, id)
 	switch {
 	case err != nil:
 		return inventory.CancelResult{}, err
 	case !found:
 		return inventory.CancelResult{}, inventory.ErrUnknownOrder
+	case !allowed(o):
+		return inventory.CancelResult{}, errNotYourOrder
 	case o.CancelledAt != nil:
 		prod, err := s.store.Product(ctx, o.SKU)
 		if err != nil {
@@ -84,41 +101,20 @@ func (s *Server) cancel(ctx context.Context, id int64, mode LockMode, log *slog.
 		return inventory.CancelResult{Order: o, Remaining: prod.Stock, Replayed: true}, nil
 	}
 	var res inventory.CancelResult
-	err = s.underLock(ctx, o.SKU, mode, log, func(ctx context.Context, m inventory.Mode, token int64, hooks inventory.Hooks) error {
-		var err error
-		res, err = s.store.Cancel(ctx, inventory.Cancellation{OrderID: id, SKU: o.SKU, Token: token}, m, hooks)
-		return err
+	err = s.run(ctx, mode, log, change{
+		skus: []string{o.SKU},
+		apply: func(ctx context.Context, m inventory.Mode, f fencing, hooks inventory.Hooks) error {
+			var err error
+			res, err = s.store.Cancel(ctx, inventory.Cancellation{OrderID: id, SKU: o.SKU, Issuer: f.issuer, Token: f.tokens[o.SKU]}, m, hooks)
+			return err
+		},
+		resolve: func(ctx context.Context, cause error) error {
+			var err error
+			res, err = s.resolveCancel(ctx, id, cause, log)
+			return err
+		},
 	})
-	if errors.Is(err, inventory.ErrOutcomeUnknown) {
-		return s.resolveCancel(ctx, id, err, log)
-	}
 	return res, err
-}
-
-// resolveCancel learns whether a cancellation whose COMMIT went unanswered took effect, as resolve
-// does for a purchase.
-func (s *Server) resolveCancel(ctx context.Context, id int64, cause error, log *slog.Logger) (inventory.CancelResult, error) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), resolveBudget)
-	defer cancel()
-	for {
-		o, err := s.store.ResolveCancel(ctx, id)
-		switch {
-		case err == nil && o.CancelledAt == nil:
-			return inventory.CancelResult{}, fmt.Errorf("%w: %w", errNotCommitted, cause)
-		case err == nil:
-			log.Info("cancellation's commit unanswered, but applied")
-			remaining := int64(-1) // not known
-			if prod, err := s.store.Product(ctx, o.SKU); err == nil {
-				remaining = prod.Stock
-			}
-			return inventory.CancelResult{Order: o, Remaining: remaining}, nil
-		}
-		select {
-		case <-ctx.Done():
-			return inventory.CancelResult{}, fmt.Errorf("%w: %w (and the look-up: %w)", errOutcomeUnknown, cause, err)
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
 }
 
 // cancelError maps a failed cancellation to its HTTP answer; what it shares with a purchase (the
@@ -127,6 +123,8 @@ func cancelError(err error) *apiError {
 	switch {
 	case errors.Is(err, inventory.ErrUnknownOrder):
 		return newError(http.StatusNotFound, "unknown_order", "no such order")
+	case errors.Is(err, errNotYourOrder):
+		return newError(http.StatusForbidden, "wrong_key", "request_id is not the key of the purchase that made this order; nothing was changed")
 	case errors.Is(err, errOutcomeUnknown):
 		return newError(http.StatusServiceUnavailable, "outcome_unknown", "the database did not confirm the cancellation and could not be asked in time: "+
 			"it may have been made. Look the order up with GET /v1/orders/ID, or cancel again: it is never cancelled twice")

@@ -11,8 +11,10 @@ import (
 	"github.com/zkstock/zkstock/order"
 )
 
-func cancelOrder(t testing.TB, r *replica, id int64) reply {
-	return call(t, "POST", fmt.Sprintf("%s/v1/orders/%d/cancel", r.URL, id), "")
+// cancelOrder cancels the order a purchase made, with the purchase's key as the capability.
+func cancelOrder(t testing.TB, r *replica, bought reply) reply {
+	key, _ := bought.body["request_id"].(string)
+	return call(t, "POST", fmt.Sprintf("%s/v1/orders/%d/cancel", r.URL, bought.orderID()), fmt.Sprintf(`{"request_id":%q}`, key))
 }
 
 // A cancellation returns the units and marks the order; a second one changes nothing.
@@ -23,12 +25,12 @@ func TestCancel(t *testing.T) {
 	if bought.status != 201 {
 		t.Fatalf("buy: %d %s", bought.status, bought.raw)
 	}
-	first := cancelOrder(t, r, bought.orderID())
+	first := cancelOrder(t, r, bought)
 	o, _ := first.body["order"].(map[string]any)
 	if first.status != 200 || first.body["remaining"] != float64(10) || first.body["replayed"] != false || o["cancelled_at"] == nil {
 		t.Fatalf("cancel: %d %s", first.status, first.raw)
 	}
-	again := cancelOrder(t, r, bought.orderID())
+	again := cancelOrder(t, r, bought)
 	o2, _ := again.body["order"].(map[string]any)
 	if again.status != 200 || again.body["replayed"] != true || o2["cancelled_at"] != o["cancelled_at"] || again.body["remaining"] != float64(10) {
 		t.Fatalf("cancel again: %d %s", again.status, again.raw)
@@ -56,7 +58,7 @@ func TestConcurrentCancelsOfOneOrder(t *testing.T) {
 				wg.Add(1)
 				go func(i int) {
 					defer wg.Done()
-					rep := cancelOrder(t, rs[i%3], bought.orderID())
+					rep := cancelOrder(t, rs[i%3], bought)
 					switch {
 					case rep.status == 200 && rep.body["replayed"] == false:
 						cancelled.Add(1)
@@ -100,7 +102,7 @@ func TestPurchasesAndCancellationsStayExact(t *testing.T) {
 					// zk-batch two replicas' batches can sell the whole stock before the third
 					// replica's batch takes the lock, so every request sent to one replica may fail.
 					if sold.Add(1)%3 == 0 {
-						if c := cancelOrder(t, rs[(i+1)%3], rep.orderID()); c.status != 200 {
+						if c := cancelOrder(t, rs[(i+1)%3], rep); c.status != 200 {
 							t.Errorf("cancel: %d %s", c.status, c.raw)
 							return
 						}

@@ -5,13 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
-	"time"
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/zkstock/zkstock/dlock"
-	"github.com/zkstock/zkstock/dlock/teaching"
 	"github.com/zkstock/zkstock/inventory"
 )
 
@@ -64,9 +60,6 @@ func (s *Server) purchaseCart(c *gin.Context, cart inventory.Cart) {
 	mode := s.Mode()
 	log := s.log.With("cart", len(cart.Items), "mode", mode, "request_id", cart.RequestID)
 	res, err := s.sellCart(c.Request.Context(), cart, mode, log)
-	if errors.Is(err, inventory.ErrOutcomeUnknown) {
-		res, err = s.resolveCart(c.Request.Context(), cart, err, log)
-	}
 	if err != nil {
 		e := purchaseError(err)
 		var short *inventory.ShortError
@@ -89,6 +82,9 @@ func (s *Server) purchaseCart(c *gin.Context, cart inventory.Cart) {
 }
 
 func (s *Server) sellCart(ctx context.Context, cart inventory.Cart, mode LockMode, log *slog.Logger) (inventory.CartResult, error) {
+	if _, err := modeOf(mode); err != nil {
+		return inventory.CartResult{}, err
+	}
 	skus := make([]string, len(cart.Items))
 	for i, it := range cart.Items {
 		if _, err := s.store.Product(ctx, it.SKU); err != nil {
@@ -99,139 +95,30 @@ func (s *Server) sellCart(ctx context.Context, cart inventory.Cart, mode LockMod
 	if !cart.NewKey {
 		res, found, err := s.store.CartByKey(ctx, cart)
 		switch {
+		case errors.Is(err, inventory.ErrKeyReused):
+			return inventory.CartResult{}, err // refused before any lock is taken
 		case err != nil:
 			warnKeyLookupFailed(log, err)
 		case found:
 			return res, nil
 		}
 	}
+	// Every mode takes the SKUs' locks as its table row says; zk-batch's carts do not go through
+	// the batchers (they sell one SKU each) but take the SKUs' locks as mode zk does.
 	var res inventory.CartResult
-	err := s.underLocks(ctx, skus, mode, log, func(ctx context.Context, m inventory.Mode, tokens map[string]int64, hooks inventory.Hooks) error {
-		cart.Tokens = tokens
-		var err error
-		res, err = s.store.DeductCart(ctx, cart, m, hooks)
-		return err
+	err := s.run(ctx, mode, log, change{
+		skus: skus,
+		apply: func(ctx context.Context, m inventory.Mode, f fencing, hooks inventory.Hooks) error {
+			cart.Issuer, cart.Tokens = f.issuer, f.tokens
+			var err error
+			res, err = s.store.DeductCart(ctx, cart, m, hooks)
+			return err
+		},
+		resolve: func(ctx context.Context, cause error) error {
+			var err error
+			res, err = s.resolveCart(ctx, cart, cause, log)
+			return err
+		},
 	})
 	return res, err
-}
-
-// resolveCart learns what became of a cart whose COMMIT went unanswered: the cart is all or
-// nothing, so its first item's order stands for all of it.
-func (s *Server) resolveCart(ctx context.Context, cart inventory.Cart, cause error, log *slog.Logger) (inventory.CartResult, error) {
-	first := cart.Items[0]
-	_, err := s.resolve(ctx, inventory.Purchase{SKU: first.SKU, Qty: first.Qty, RequestID: inventory.ItemKey(cart.RequestID, first.SKU)}, cause, log)
-	if err != nil {
-		return inventory.CartResult{}, err
-	}
-	res, found, err := s.store.CartByKey(context.WithoutCancel(ctx), cart)
-	if err != nil || !found {
-		return inventory.CartResult{}, fmt.Errorf("%w: %w", errOutcomeUnknown, errors.Join(cause, err))
-	}
-	res.Replayed = false // this request made it
-	return res, nil
-}
-
-// cartChange is a change of several SKUs' stock under their locks: the tokens are per SKU.
-type cartChange func(ctx context.Context, m inventory.Mode, tokens map[string]int64, hooks inventory.Hooks) error
-
-// underLocks is underLock for several SKUs: every lock, taken in one canonical order (sorted),
-// so that two carts that share SKUs cannot each hold what the other waits for. Mode zk-batch's
-// carts do not go through the batchers: they take the SKUs' ZooKeeper locks as in mode zk.
-func (s *Server) underLocks(ctx context.Context, skus []string, mode LockMode, log *slog.Logger, change cartChange) error {
-	sorted := slices.Sorted(slices.Values(skus))
-	switch mode {
-	case ModeNone:
-		return change(ctx, inventory.Unsafe, nil, inventory.Hooks{Work: s.work(nil)})
-	case ModeDBForUpdate:
-		return change(ctx, inventory.ForUpdate, nil, inventory.Hooks{Work: s.work(nil)})
-	case ModeDBCAS:
-		return change(ctx, inventory.CAS, nil, inventory.Hooks{Work: s.work(nil)})
-	case ModeDBLockTable:
-		return s.withLock(ctx, log, func(lockCtx context.Context) (release, error) {
-			var held []*inventory.HeldTableLock
-			releaseAll := func(ctx context.Context) error {
-				var errs []error
-				for i := len(held) - 1; i >= 0; i-- {
-					errs = append(errs, held[i].Release(ctx))
-				}
-				return errors.Join(errs...)
-			}
-			for _, sku := range sorted {
-				h, err := s.store.AcquireTableLock(lockCtx, "sku:"+sku, tableLockTTL, 2*time.Millisecond)
-				if err != nil {
-					return nil, errors.Join(err, releaseAll(context.WithoutCancel(lockCtx)))
-				}
-				held = append(held, h)
-			}
-			return releaseAll, nil
-		}, func() error {
-			return change(ctx, inventory.Unfenced, nil, inventory.Hooks{Work: s.work(nil)})
-		})
-	case ModeRedis, ModeRedisFenced:
-		fenced := mode == ModeRedisFenced
-		invMode := inventory.Unfenced
-		if fenced {
-			invMode = inventory.Fenced
-		}
-		lock := func(ctx context.Context) (heldLocks, error) {
-			return lockInOrder(ctx, sorted, func(ctx context.Context, sku string) (heldLock, error) {
-				l, err := s.redisLocks().lock(ctx, sku, fenced)
-				if err != nil {
-					return nil, err
-				}
-				return l, nil
-			})
-		}
-		err := s.underLeases(ctx, invMode, lock, log, change)
-		if fenced && errors.Is(err, inventory.ErrStaleToken) {
-			for _, sku := range sorted {
-				if !s.raiseRedisToken(ctx, sku, log) {
-					return err
-				}
-			}
-			err = s.underLeases(ctx, invMode, lock, log, change)
-		}
-		return err
-	case ModeZKHerd:
-		return s.underLeases(ctx, inventory.Fenced, func(ctx context.Context) (heldLocks, error) {
-			c, err := s.herdClient(ctx)
-			if err != nil {
-				return nil, err
-			}
-			return lockInOrder(ctx, sorted, func(ctx context.Context, sku string) (heldLock, error) {
-				return teaching.NewHerdLock(c, lockPath(sku)).Lock(ctx)
-			})
-		}, log, change)
-	}
-	invMode := inventory.Fenced
-	if mode == ModeZKUnfenced {
-		invMode = inventory.Unfenced
-	}
-	return s.underLeases(ctx, invMode, func(ctx context.Context) (heldLocks, error) {
-		mutexes := make([]*dlock.Mutex, len(sorted))
-		for i, sku := range sorted {
-			mutexes[i] = dlock.NewMutex(s.locks, lockPath(sku))
-		}
-		l, err := dlock.LockAll(ctx, mutexes...)
-		if err != nil {
-			return nil, err
-		}
-		return zkLeases{l, sorted}, nil
-	}, log, change)
-}
-
-// underLeases is underLease for a holding of several locks.
-func (s *Server) underLeases(ctx context.Context, invMode inventory.Mode, lock func(context.Context) (heldLocks, error), log *slog.Logger, change cartChange) error {
-	var held heldLocks
-	var tokens map[string]int64
-	return s.withLock(ctx, log, func(lockCtx context.Context) (release, error) {
-		h, err := lock(lockCtx)
-		if err != nil {
-			return nil, err
-		}
-		held, tokens = h, h.Tokens()
-		return h.Unlock, nil
-	}, func() error {
-		return change(ctx, invMode, tokens, inventory.Hooks{Work: s.work(held), BeforeCommit: stillHeld(held)})
-	})
 }

@@ -12,43 +12,96 @@ import (
 	"github.com/zkstock/zkstock/inventory"
 )
 
-// resolveBudget bounds how long a purchase whose commit went unanswered spends learning what
-// became of it before it answers outcome_unknown.
+// resolveBudget bounds how long a change whose commit went unanswered spends learning what became
+// of it before it answers outcome_unknown.
 const resolveBudget = 5 * time.Second
 
 var (
 	// errOutcomeUnknown: the commit went unanswered and the database could not be asked in time.
-	errOutcomeUnknown = errors.New("purchase outcome unknown")
+	errOutcomeUnknown = errors.New("outcome unknown")
 	// errNotCommitted: the commit went unanswered, and the database says it did not happen.
 	errNotCommitted = errors.New("commit not applied")
 )
 
-// resolve learns what became of a purchase whose COMMIT went unanswered, by its key, whether or
-// not the client is still there: found, the sale stands and is answered as made; not found once
-// the database answers, nothing was sold; no answer within resolveBudget, the outcome is unknown
-// and the answer says so.
-func (s *Server) resolve(ctx context.Context, p inventory.Purchase, cause error, log *slog.Logger) (inventory.Result, error) {
+// The resolvers run under the change's locks (settle), whether or not the client is still there.
+// Each asks the database with a locking read, which waits for a transaction that still holds the
+// row: found, the change stands and is answered as made; not found once the database answers,
+// nothing was changed; no answer within resolveBudget, the outcome is unknown and the answer says
+// so. A replay is never resolved here: it wrote nothing, so inventory answers it even when its
+// commit goes unanswered, and it is not counted as a sale.
+
+// resolveKey asks, until resolveBudget is spent, whether the key's head order exists.
+func (s *Server) resolveKey(ctx context.Context, key string, cause error) (context.Context, context.CancelFunc, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), resolveBudget)
-	defer cancel()
-	log.Warn("commit unanswered: asking the database what became of the purchase", "err", cause)
 	for {
-		o, found, err := s.store.ResolveRequest(ctx, p.RequestID)
+		_, found, err := s.store.ResolveRequest(ctx, key)
 		switch {
 		case err == nil && !found:
-			return inventory.Result{}, fmt.Errorf("%w: %w", errNotCommitted, cause)
-		case err == nil && (o.SKU != p.SKU || o.Qty != p.Qty):
-			return inventory.Result{}, inventory.ErrKeyReused
+			return ctx, cancel, fmt.Errorf("%w: %w", errNotCommitted, cause)
 		case err == nil:
-			remaining := int64(-1)
-			if prod, err := s.store.Product(ctx, p.SKU); err == nil {
-				remaining = prod.Stock
-			}
-			log.Info("commit unanswered, but applied", "order", o.ID)
-			return inventory.Result{Order: o, Remaining: remaining}, nil
+			return ctx, cancel, nil
 		}
 		select {
 		case <-ctx.Done():
-			return inventory.Result{}, fmt.Errorf("%w: %w (and the look-up: %w)", errOutcomeUnknown, cause, err)
+			return ctx, cancel, fmt.Errorf("%w: %w (and the look-up: %w)", errOutcomeUnknown, cause, err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// resolvePurchase learns what became of a purchase whose COMMIT went unanswered.
+func (s *Server) resolvePurchase(ctx context.Context, p inventory.Purchase, cause error, log *slog.Logger) (inventory.Result, error) {
+	ctx, cancel, err := s.resolveKey(ctx, p.RequestID, cause)
+	defer cancel()
+	if err != nil {
+		return inventory.Result{}, err
+	}
+	res, found, err := s.store.PurchaseByKey(ctx, p)
+	if err != nil || !found {
+		return inventory.Result{}, fmt.Errorf("%w: %w", errOutcomeUnknown, errors.Join(cause, err))
+	}
+	log.Info("commit unanswered, but applied", "order", res.Order.ID)
+	res.Replayed = false // this request made it
+	return res, nil
+}
+
+// resolveCart learns what became of a cart whose COMMIT went unanswered: its key's head order
+// stands for the whole cart, which is all or nothing.
+func (s *Server) resolveCart(ctx context.Context, cart inventory.Cart, cause error, log *slog.Logger) (inventory.CartResult, error) {
+	ctx, cancel, err := s.resolveKey(ctx, cart.RequestID, cause)
+	defer cancel()
+	if err != nil {
+		return inventory.CartResult{}, err
+	}
+	res, found, err := s.store.CartByKey(ctx, cart)
+	if err != nil || !found {
+		return inventory.CartResult{}, fmt.Errorf("%w: %w", errOutcomeUnknown, errors.Join(cause, err))
+	}
+	log.Info("cart's commit unanswered, but applied", "orders", len(res.Orders))
+	res.Replayed = false // this request made it
+	return res, nil
+}
+
+// resolveCancel learns whether a cancellation whose COMMIT went unanswered took effect.
+func (s *Server) resolveCancel(ctx context.Context, id int64, cause error, log *slog.Logger) (inventory.CancelResult, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), resolveBudget)
+	defer cancel()
+	for {
+		o, err := s.store.ResolveCancel(ctx, id)
+		switch {
+		case err == nil && o.CancelledAt == nil:
+			return inventory.CancelResult{}, fmt.Errorf("%w: %w", errNotCommitted, cause)
+		case err == nil:
+			log.Info("cancellation's commit unanswered, but applied")
+			remaining := int64(-1) // not known
+			if prod, err := s.store.Product(ctx, o.SKU); err == nil {
+				remaining = prod.Stock
+			}
+			return inventory.CancelResult{Order: o, Remaining: remaining}, nil
+		}
+		select {
+		case <-ctx.Done():
+			return inventory.CancelResult{}, fmt.Errorf("%w: %w (and the look-up: %w)", errOutcomeUnknown, cause, err)
 		case <-time.After(200 * time.Millisecond):
 		}
 	}

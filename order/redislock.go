@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"net"
 	"sync"
 	"time"
 
@@ -29,10 +30,30 @@ func tokenKey(sku string) string { return redisKeyPrefix + sku + ":token" }
 
 // acquireWithToken sets the lock only if it is free and, in the same script, increments the SKU's
 // token counter: a token taken by a separate INCR after acquiring would let a holder that paused
-// in between come back with a newer token than its successor's.
+// in between come back with a newer token than its successor's. The lock's value is the holding's
+// random name, ':' and its token, and the script is idempotent for one name: run again after its
+// reply was lost (the server set the lock, the answer never came), it answers the token it gave,
+// instead of leaving a lock nobody knows it holds to block the SKU until it expires.
 var acquireWithToken = redis.NewScript(`
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-	return redis.call('INCR', KEYS[2])
+local held = redis.call('GET', KEYS[1])
+if held then
+	local mine = ARGV[1] .. ':'
+	if string.sub(held, 1, #mine) == mine then
+		return tonumber(string.sub(held, #mine + 1))
+	end
+	return 0
+end
+local token = redis.call('INCR', KEYS[2])
+redis.call('SET', KEYS[1], ARGV[1] .. ':' .. token, 'PX', ARGV[2])
+return token`)
+
+// dropIfMine deletes the lock if its value carries the holding's name: the clean-up of an
+// acquisition whose outcome could not be learnt.
+var dropIfMine = redis.NewScript(`
+local held = redis.call('GET', KEYS[1])
+local mine = ARGV[1] .. ':'
+if held and string.sub(held, 1, #mine) == mine then
+	return redis.call('DEL', KEYS[1])
 end
 return 0`)
 
@@ -77,14 +98,14 @@ func (r *redisLocks) lock(ctx context.Context, sku string, fenced bool) (*redisL
 	opts := []redsync.Option{redsync.WithExpiry(r.ttl), redsync.WithTries(math.MaxInt32), redsync.WithRetryDelayFunc(retryDelay)}
 	var token int64
 	if fenced {
-		value, err := randomValue()
+		name, err := randomValue()
 		if err != nil {
 			return nil, err
 		}
-		if token, err = r.acquireFenced(ctx, sku, value); err != nil {
+		if token, err = r.acquireFenced(ctx, sku, name); err != nil {
 			return nil, err
 		}
-		opts = append(opts, redsync.WithValue(value))
+		opts = append(opts, redsync.WithValue(fmt.Sprintf("%s:%d", name, token)))
 	}
 	m := r.rs.NewMutex(lockKey(sku), opts...)
 	if !fenced {
@@ -95,24 +116,45 @@ func (r *redisLocks) lock(ctx context.Context, sku string, fenced bool) (*redisL
 	return newRedisLease(m, r.ttl, token), nil
 }
 
-// acquireFenced polls acquireWithToken as redsync polls SET NX.
-func (r *redisLocks) acquireFenced(ctx context.Context, sku, value string) (int64, error) {
+// acquireFenced polls acquireWithToken as redsync polls SET NX. A try whose answer was lost is
+// tried again with the same name, which answers what the lost one did. When ctx ends before an
+// answer came, the lock is dropped if the lost try took it.
+func (r *redisLocks) acquireFenced(ctx context.Context, sku, name string) (int64, error) {
+	uncertain := false
 	for try := 0; ; try++ {
-		token, err := acquireWithToken.Run(ctx, r.client, []string{lockKey(sku), tokenKey(sku)}, value, r.ttl.Milliseconds()).Int64()
+		token, err := acquireWithToken.Run(ctx, r.client, []string{lockKey(sku), tokenKey(sku)}, name, r.ttl.Milliseconds()).Int64()
+		var timeout net.Error
 		switch {
-		case err != nil:
-			return 0, fmt.Errorf("redis lock %s: %w", sku, err)
-		case token > 0:
+		case err == nil && token > 0:
 			return token, nil
+		case err == nil:
+			uncertain = false // the lock is someone else's: ours was never set
+		case errors.As(err, &timeout) && timeout.Timeout() && ctx.Err() == nil:
+			uncertain = true // sent, no answer: the server may have set the lock; the next try tells
+		default: // Redis refused or is unreachable: say so now, as redsync does
+			if uncertain {
+				r.dropLost(sku, name)
+			}
+			return 0, fmt.Errorf("redis lock %s: %w", sku, err)
 		}
 		t := time.NewTimer(retryDelay(try))
 		select {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
+			if uncertain {
+				r.dropLost(sku, name)
+			}
 			return 0, fmt.Errorf("redis lock %s: %w", sku, ctx.Err())
 		}
 	}
+}
+
+// dropLost deletes a lock an unanswered try may have taken, with a context of its own.
+func (r *redisLocks) dropLost(sku, name string) {
+	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+	defer cancel()
+	_ = dropIfMine.Run(ctx, r.client, []string{lockKey(sku)}, name).Err() // at worst it expires with its TTL
 }
 
 // raiseTokenTo lifts the SKU's token counter to the database's fence (see raiseToken).

@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/zkstock/zkstock/dlock"
+	"github.com/zkstock/zkstock/inventory"
 )
 
 // leaseState is what a critical section needs to know of its locks: whether they are lost, and a
@@ -14,11 +15,48 @@ type leaseState interface {
 	Context() context.Context
 }
 
-// heldLocks is a cart's holding: every SKU's lock, however the mode takes them.
-type heldLocks interface {
+// holding is what a change needs of the locks its mode took: every SKU's lock, however the mode
+// takes them, and their tokens.
+type holding interface {
 	leaseState
 	Tokens() map[string]int64 // fencing token per SKU
 	Unlock(context.Context) error
+}
+
+// heldLock is one SKU's lock: a dlock Lease, a teaching recipe's, a Redis or a table lease.
+type heldLock interface {
+	leaseState
+	Token() int64
+	Unlock(context.Context) error
+}
+
+// oneLock is a holding of one SKU's lock.
+type oneLock struct {
+	sku string
+	heldLock
+}
+
+func (o oneLock) Tokens() map[string]int64 { return map[string]int64{o.sku: o.Token()} }
+
+// tableLease is a table lock as a lease: it issues no token and cannot tell when it is lost (its
+// row expires silently), which is what the comparison shows.
+type tableLease struct {
+	held   *inventory.HeldTableLock
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+func newTableLease(h *inventory.HeldTableLock) *tableLease {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &tableLease{held: h, ctx: ctx, cancel: cancel}
+}
+
+func (t *tableLease) Token() int64             { return 0 }
+func (t *tableLease) Lost() <-chan struct{}    { return nil } // never known
+func (t *tableLease) Context() context.Context { return t.ctx }
+func (t *tableLease) Unlock(ctx context.Context) error {
+	defer t.cancel()
+	return t.held.Release(ctx)
 }
 
 // zkLeases is dlock's LockAll holding of the SKUs' locks.

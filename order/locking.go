@@ -1,0 +1,164 @@
+package order
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/zkstock/zkstock/inventory"
+)
+
+// change is one change of stock (a sale, a cart, a cancellation) as every lock mode runs it.
+type change struct {
+	skus []string // the SKUs it changes, distinct
+	// apply runs the change in one transaction, protected as m says, with fences from the
+	// mode's locks (Fenced) and hooks that run the critical section's work and check the locks.
+	apply func(ctx context.Context, m inventory.Mode, fences fencing, hooks inventory.Hooks) error
+	// resolve learns what became of a change whose COMMIT went unanswered, by its key: nil when
+	// it applied (it also records the result), errNotCommitted when it did not, errOutcomeUnknown
+	// when the database could not be asked within resolveBudget.
+	resolve func(ctx context.Context, cause error) error
+}
+
+// fencing is the holding's tokens and who issued them.
+type fencing struct {
+	issuer inventory.Issuer
+	tokens map[string]int64 // per SKU; nil in the modes without tokens
+}
+
+// run runs a change under its mode's row of the table: the one dispatch of lock modes. The locks
+// are taken in sorted order, so that two changes that share SKUs cannot each hold what the other
+// waits for; they span the whole transaction, and an unanswered COMMIT is settled before they
+// are released.
+func (s *Server) run(ctx context.Context, mode LockMode, log *slog.Logger, ch change) error {
+	lm, err := modeOf(mode)
+	if err != nil {
+		return err
+	}
+	sorted := slices.Sorted(slices.Values(ch.skus))
+	err = s.runOnce(ctx, lm, sorted, log, ch)
+	if lm.repairStale != nil && errors.Is(err, inventory.ErrStaleToken) && lm.repairStale(s, ctx, sorted, log) {
+		err = s.runOnce(ctx, lm, sorted, log, ch) // the refusal wrote nothing
+	}
+	return err
+}
+
+func (s *Server) runOnce(ctx context.Context, lm lockMode, sorted []string, log *slog.Logger, ch change) error {
+	if lm.lock == nil {
+		err := ch.apply(ctx, lm.protect, fencing{}, inventory.Hooks{Work: s.work(nil)})
+		return s.settle(ctx, ch, err, log)
+	}
+	var held holding
+	return s.withLock(ctx, log, func(lockCtx context.Context) (release, error) {
+		h, err := lm.lock(s, lockCtx, sorted)
+		if err != nil {
+			return nil, err
+		}
+		held = h
+		return h.Unlock, nil
+	}, func() error {
+		err := ch.apply(ctx, lm.protect, fencing{issuer: lm.issuer, tokens: held.Tokens()},
+			inventory.Hooks{Work: s.work(held), BeforeCommit: stillHeld(held)})
+		return s.settle(ctx, ch, err, log)
+	})
+}
+
+// settle resolves an unanswered COMMIT while the locks are still held: released before, a later
+// holder's plain read could miss a COMMIT that applies after it and overwrite it (the lock modes
+// without a fence). When the outcome cannot be learnt within resolveBudget, the locks are kept
+// until the store's commit bound has passed since the COMMIT, after which it can no longer apply,
+// and the answer is outcome_unknown.
+func (s *Server) settle(ctx context.Context, ch change, err error, log *slog.Logger) error {
+	if !errors.Is(err, inventory.ErrOutcomeUnknown) {
+		return err
+	}
+	unanswered := time.Now() // the COMMIT was sent before this
+	log.Warn("commit unanswered: asking the database what became of it before the lock is released", "err", err)
+	rerr := ch.resolve(ctx, err)
+	if errors.Is(rerr, errOutcomeUnknown) {
+		wait := time.Until(unanswered.Add(s.store.CommitBound()))
+		log.Warn("outcome unknown: keeping the lock until the commit can no longer apply", "wait", wait.String())
+		if wait > 0 {
+			time.Sleep(wait)
+		}
+	}
+	return rerr
+}
+
+// release gives a lock back.
+type release func(context.Context) error
+
+// withLock is the frame of every locked change: acquire within LOCK_TIMEOUT, run critical, then
+// release on every path (an early return, an error, a panic) with a context the caller cannot
+// cancel, so that a client who hangs up does not leave the lock held. The wait and the hold are
+// timed for the metrics.
+func (s *Server) withLock(ctx context.Context, log *slog.Logger, acquire func(context.Context) (release, error), critical func() error) error {
+	waitStart := time.Now()
+	lockCtx, cancel := context.WithTimeout(ctx, s.cfg.LockTimeout)
+	rel, err := acquire(lockCtx)
+	cancel()
+	s.metrics.lockWait.Observe(time.Since(waitStart).Seconds())
+	if err != nil {
+		return fmt.Errorf("%w: %w", errLockUnavailable, err)
+	}
+	heldSince := time.Now()
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		defer cancel()
+		if err := rel(rctx); err != nil {
+			log.Warn("lock release", "err", err)
+		}
+		s.metrics.lockHold.Observe(time.Since(heldSince).Seconds())
+	}()
+	return critical()
+}
+
+// stillHeld is the last check before commit: a lease lost by then rolls the transaction back.
+func stillHeld(lease leaseState) func() error {
+	return func() error {
+		select {
+		case <-lease.Lost():
+			return errLockLost
+		default:
+			return nil
+		}
+	}
+}
+
+// work is the simulated work inside the critical section (WORK_DELAY, a payment call, say). It
+// runs under the lease's context as well as the request's, as a real critical section passes the
+// lease's context down to its calls, so that it stops as soon as the lease is lost.
+func (s *Server) work(lease leaseState) func(context.Context) error {
+	return func(ctx context.Context) error {
+		if lease != nil {
+			select {
+			case <-lease.Lost(): // judged now: a replica woken from a pause must not go on
+				return errLockLost
+			default:
+			}
+			var cancel context.CancelCauseFunc
+			ctx, cancel = context.WithCancelCause(ctx)
+			defer cancel(nil)
+			defer context.AfterFunc(lease.Context(), func() { cancel(errLockLost) })()
+		}
+		if s.cfg.WorkDelay <= 0 {
+			return nil
+		}
+		t := time.NewTimer(s.cfg.WorkDelay)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			return nil
+		case <-ctx.Done():
+			if errors.Is(context.Cause(ctx), errLockLost) {
+				return errLockLost
+			}
+			return ctx.Err()
+		}
+	}
+}
+
+var errLockUnavailable = errors.New("lock not acquired")
