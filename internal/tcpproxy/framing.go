@@ -31,6 +31,16 @@ func zooKeeperFrames(r io.Reader) ([]byte, error) {
 	return frame, nil
 }
 
+// rawChunks hands over whatever bytes one read returns: no protocol is assumed.
+func rawChunks(r io.Reader) ([]byte, error) {
+	buf := make([]byte, 32<<10)
+	n, err := r.Read(buf)
+	if n > 0 {
+		return buf[:n], nil // an error with the bytes comes again on the next read
+	}
+	return nil, err
+}
+
 // zooKeeperOpcode matches the requests after a connection's handshake (its first frame, which has
 // no opcode: its bytes there are the last zxid seen) by opcode.
 func zooKeeperOpcode(match func(opcode int32) bool) func(frame []byte, index int) bool {

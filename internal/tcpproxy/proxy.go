@@ -29,22 +29,32 @@ type Proxy struct {
 	cutAll bool // once armed fires, also close every other connection
 	closed bool
 	flow   chan struct{} // closed while bytes may pass; open during a Stall
-	wg     sync.WaitGroup
+	// holdCloses keeps a connection open during a Stall when either end closes it, until Resume:
+	// a peer that gives up on a black hole must not tell the other end so (see NewRaw).
+	holdCloses bool
+	wg         sync.WaitGroup
 }
 
 // New starts a proxy to a ZooKeeper server; it stops when the test ends.
-func New(t testing.TB, target string) *Proxy { return start(t, target, zooKeeperFrames) }
+func New(t testing.TB, target string) *Proxy { return start(t, target, zooKeeperFrames, false) }
 
 // NewMySQL starts a proxy to a MySQL (or MariaDB) server; it stops when the test ends.
-func NewMySQL(t testing.TB, target string) *Proxy { return start(t, target, mySQLFrames) }
+func NewMySQL(t testing.TB, target string) *Proxy { return start(t, target, mySQLFrames, false) }
 
-func start(t testing.TB, target string, frames framing) *Proxy {
+// NewRaw starts a proxy that passes bytes as they come, whatever the protocol: for the links
+// between ZooKeeper peers (quorum and election), which are not framed as client requests are. It
+// has no armed cuts. During a Stall it is a true black hole: when one end closes its connection
+// (a ZooKeeper peer whose read timed out), the other end learns nothing until Resume, as behind a
+// dead switch.
+func NewRaw(t testing.TB, target string) *Proxy { return start(t, target, rawChunks, true) }
+
+func start(t testing.TB, target string, frames framing, holdCloses bool) *Proxy {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("proxy listen: %v", err)
 	}
-	p := &Proxy{ln: ln, target: target, frames: frames, conns: map[net.Conn]struct{}{}, flow: make(chan struct{})}
+	p := &Proxy{ln: ln, target: target, frames: frames, holdCloses: holdCloses, conns: map[net.Conn]struct{}{}, flow: make(chan struct{})}
 	close(p.flow)
 	p.wg.Add(1)
 	go p.accept()
@@ -180,39 +190,67 @@ func (p *Proxy) accept() {
 			_ = client.Close()
 			continue
 		}
-		server, err := net.Dial("tcp", p.target)
-		if err != nil {
-			_ = client.Close()
+		if p.holdCloses {
+			// A black hole swallows the connection attempt too: the target hears of it only
+			// after Resume, as a SYN behind a dead switch would be retransmitted.
+			p.wg.Add(1)
+			go func() {
+				defer p.wg.Done()
+				p.waitFlow()
+				p.serve(client)
+			}()
 			continue
 		}
-		p.mu.Lock()
-		p.conns[client] = struct{}{}
-		p.conns[server] = struct{}{}
-		p.mu.Unlock()
-		closeBoth := func() { _ = client.Close(); _ = server.Close() }
-		// Set before an armed request goes to the server, so that no byte of its reply can reach
-		// the client, however the two goroutines are scheduled.
-		var repliesCut, holed atomic.Bool
-		p.wg.Add(2)
-		go func() {
-			defer p.wg.Done()
-			p.forwardRequests(server, client, closeBoth, &repliesCut, &holed)
-			if holed.Load() {
-				_ = client.Close() // a black hole: the server does not learn of it
-				return
-			}
-			closeBoth()
-		}()
-		go func() {
-			defer p.wg.Done()
-			p.forwardReplies(client, server, &repliesCut, &holed)
-			if holed.Load() {
-				_ = server.Close() // nor the client of this
-				return
-			}
-			closeBoth()
-		}()
+		p.serve(client)
 	}
+}
+
+// serve connects one accepted client to the target and forwards between them.
+func (p *Proxy) serve(client net.Conn) {
+	server, err := net.Dial("tcp", p.target)
+	if err != nil {
+		_ = client.Close()
+		return
+	}
+	p.mu.Lock()
+	if p.cut || p.closed { // cut or closed while the attempt was held back
+		p.mu.Unlock()
+		_ = client.Close()
+		_ = server.Close()
+		return
+	}
+	p.conns[client] = struct{}{}
+	p.conns[server] = struct{}{}
+	p.mu.Unlock()
+	closeBoth := func() {
+		if p.holdCloses {
+			p.waitFlow()
+		}
+		_ = client.Close()
+		_ = server.Close()
+	}
+	// Set before an armed request goes to the server, so that no byte of its reply can reach
+	// the client, however the two goroutines are scheduled.
+	var repliesCut, holed atomic.Bool
+	p.wg.Add(2)
+	go func() {
+		defer p.wg.Done()
+		p.forwardRequests(server, client, closeBoth, &repliesCut, &holed)
+		if holed.Load() {
+			_ = client.Close() // a black hole: the server does not learn of it
+			return
+		}
+		closeBoth()
+	}()
+	go func() {
+		defer p.wg.Done()
+		p.forwardReplies(client, server, &repliesCut, &holed)
+		if holed.Load() {
+			_ = server.Close() // nor the client of this
+			return
+		}
+		closeBoth()
+	}()
 }
 
 // forwardRequests copies the client's requests to the server one frame at a time, so that an
