@@ -1,5 +1,7 @@
 package order
 
+import "time"
+
 // Hooks for the tests in package order_test.
 
 // SetBatchPanic makes every zk-batch sale call f first (a panic in f is a panic in the batch).
@@ -14,3 +16,6 @@ func (s *Server) Batchers() int {
 
 // LiveHeapBytes collects the garbage and says how many bytes the collection marked live.
 var LiveHeapBytes = liveHeap
+
+// SetWorkDelay sets WORK_DELAY; call it before the requests it is for.
+func (s *Server) SetWorkDelay(d time.Duration) { s.cfg.WorkDelay = d }
