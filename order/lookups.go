@@ -25,6 +25,8 @@ func (s *Server) orderByID(c *gin.Context) {
 		return
 	}
 	o, found, err := s.store.OrderByID(c.Request.Context(), id)
+	// Ids are sequential and the key is the capability to cancel: an id does not hand it out.
+	o.RequestID = nil
 	s.answerOrder(c, o, found, err)
 }
 
