@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/zkstock/zkstock/inventory"
 )
 
 // requireAdmin guards /admin with Authorization: Bearer <ADMIN_TOKEN>; with no token configured
@@ -95,4 +97,48 @@ func (s *Server) setLockMode(c *gin.Context) {
 	}
 	s.log.Info("lock mode changed", "mode", m)
 	c.JSON(http.StatusOK, gin.H{"mode": m, "replica": s.cfg.ReplicaID})
+}
+
+// lowerFence is POST /admin/fences/:issuer/lower {"token": 0, "sku": "SKU-1"}: set the issuer's
+// fence mark down to token (on one product, or on all without sku). Only for after the lock
+// service's data was wiped, once every old holder is stopped: see inventory.Store.LowerFence and
+// tutorial 5 for why it is dangerous.
+func (s *Server) lowerFence(c *gin.Context) {
+	issuer, err := inventory.ParseIssuer(c.Param("issuer"))
+	if err != nil {
+		abortWith(c, badRequest("the issuer is zookeeper or redis"))
+		return
+	}
+	if e := requireJSON(c); e != nil {
+		abortWith(c, e)
+		return
+	}
+	var req struct {
+		Token *int64  `json:"token"`
+		SKU   *string `json:"sku"`
+	}
+	if e := decodeJSON(c, &req); e != nil {
+		abortWith(c, e)
+		return
+	}
+	if req.Token == nil || *req.Token < 0 {
+		abortWith(c, badRequest("token is required: a whole number from 0, the mark to lower the fence to"))
+		return
+	}
+	sku := ""
+	if req.SKU != nil {
+		if e := validSKU(*req.SKU); e != nil {
+			abortWith(c, e)
+			return
+		}
+		sku = *req.SKU
+	}
+	n, err := s.store.LowerFence(c.Request.Context(), issuer, *req.Token, sku)
+	if err != nil {
+		s.log.Warn("lower fence", "issuer", issuer, "err", err)
+		abortWith(c, newError(http.StatusServiceUnavailable, "storage_unavailable", "the database did not answer; nothing was lowered"))
+		return
+	}
+	s.log.Warn("fence lowered by the admin", "issuer", issuer, "token", *req.Token, "sku", sku, "products", n)
+	c.JSON(http.StatusOK, gin.H{"issuer": issuer.String(), "token": *req.Token, "sku": sku, "lowered": n})
 }

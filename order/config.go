@@ -31,9 +31,14 @@ const (
 	ModeRedisFenced LockMode = "redis-fenced" // the Redis lock with a token issued with it, fenced deduction
 )
 
-// LockModes lists the modes in the order the docs show them.
-var LockModes = []LockMode{ModeZK, ModeZKUnfenced, ModeNone, ModeZKHerd, ModeDBForUpdate, ModeDBCAS, ModeDBLockTable, ModeZKBatch,
-	ModeRedis, ModeRedisFenced}
+// LockModes lists the modes in the order the docs show them: the rows of the table (modes.go).
+var LockModes = func() []LockMode {
+	names := make([]LockMode, len(modeTable))
+	for i, lm := range modeTable {
+		names[i] = lm.name
+	}
+	return names
+}()
 
 // ParseLockMode accepts one of LockModes.
 func ParseLockMode(s string) (LockMode, error) {
