@@ -171,6 +171,7 @@ func (s *Server) Handler() http.Handler {
 	admin.PUT("/products/:sku", s.limitBody, s.resetProduct)
 	admin.GET("/lock-mode", s.getLockMode)
 	admin.PUT("/lock-mode", s.limitBody, s.setLockMode)
+	admin.POST("/fences/:issuer/lower", s.limitBody, s.lowerFence)
 
 	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok", "replica": s.cfg.ReplicaID}) })
 	r.GET("/readyz", s.ready)
