@@ -200,10 +200,11 @@ type buyers struct {
 	outcomes map[string]outcome
 	stop     chan struct{}
 	wg       sync.WaitGroup
+	lin      *linHistory // recorded beside the buyers, checked at halt (linearizable_test.go)
 }
 
 func startBuyers(rs []*replica, sku string, n int, pause time.Duration) *buyers {
-	b := &buyers{outcomes: map[string]outcome{}, stop: make(chan struct{})}
+	b := &buyers{outcomes: map[string]outcome{}, stop: make(chan struct{}), lin: startHistory(rs)}
 	for g := 0; g < n; g++ {
 		b.wg.Add(1)
 		go func(g int) {
@@ -236,6 +237,7 @@ func startBuyers(rs []*replica, sku string, n int, pause time.Duration) *buyers 
 func (b *buyers) halt() map[string]outcome {
 	close(b.stop)
 	b.wg.Wait()
+	b.lin.check()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.outcomes

@@ -1,0 +1,94 @@
+package faults
+
+import (
+	"context"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/zkstock/zkstock/lincheck"
+)
+
+// Every scenario with buyers also records a history with lincheck while it breaks things: six
+// more clients buy, buy carts, cancel their own orders and read the stock of two products of their
+// own (F-LIN-A and F-LIN-B), on the same replicas, through the same fault. When the buyers halt,
+// Porcupine checks that history against the sequential model of the two products' stock: in the
+// locked modes (zk, zk-batch) it must be linearizable whatever broke. A history that is not (or
+// that Porcupine cannot decide in time) fails the scenario and leaves its visualization in
+// out/porcupine/<test>-<mode>.html.
+
+// linHistory is the history recorded beside one scenario's buyers.
+type linHistory struct {
+	r    *replica // for its test
+	mode string
+	rec  *lincheck.Recorder
+}
+
+const linCheckTimeout = 60 * time.Second
+
+// modeOf is the LOCK_MODE a replica was started with (zk by default).
+func modeOf(r *replica) string {
+	mode := "zk"
+	for _, kv := range r.env {
+		if m, ok := strings.CutPrefix(kv, "LOCK_MODE="); ok {
+			mode = m
+		}
+	}
+	return mode
+}
+
+// startHistory starts recording beside the buyers, when the replicas run a locked mode.
+func startHistory(rs []*replica) *linHistory {
+	if len(rs) == 0 || !slices.Contains(lockedModes, modeOf(rs[0])) {
+		return nil
+	}
+	t := rs[0].t
+	t.Helper()
+	var urls []string
+	for _, r := range rs {
+		urls = append(urls, r.url)
+	}
+	rec, err := lincheck.Start(context.Background(), lincheck.Config{Replicas: urls, AdminToken: "faults",
+		SKUs: [2]string{"F-LIN-A", "F-LIN-B"}, Stock: 30, MaxQty: 2, Clients: 6, Pause: 50 * time.Millisecond,
+		MaxOps: 2000, RequestTimeout: 60 * time.Second})
+	if err != nil {
+		t.Errorf("start the linearizability history: %v", err)
+		return nil
+	}
+	return &linHistory{r: rs[0], mode: modeOf(rs[0]), rec: rec}
+}
+
+// check stops the history's clients and checks what they saw.
+func (l *linHistory) check() {
+	if l == nil {
+		return
+	}
+	t := l.r.t
+	t.Helper()
+	h, err := l.rec.Stop()
+	if err != nil {
+		t.Errorf("linearizability history: %v", err)
+		return
+	}
+	v := h.Check(linCheckTimeout)
+	st := h.Stats
+	t.Logf("linearizability (%s): %d operations, %d of unknown outcome (%d found done, %d not done after), Porcupine: %s in %v; answers %v",
+		l.mode, st.Ops, st.Unknown, st.FoundDone, st.FoundNotDone, v.Outcome, v.CheckTime.Round(time.Millisecond), st.Answers)
+	if st.BadRequests > 0 || st.BadAnswers > 0 {
+		t.Errorf("linearizability history: %d requests answered 400 and %d answers without the documented fields:\n%s",
+			st.BadRequests, st.BadAnswers, strings.Join(st.Problems, "\n"))
+	}
+	if v.Outcome == porcupine.Ok {
+		return
+	}
+	path := filepath.Join("..", "out", "porcupine", strings.ReplaceAll(t.Name(), "/", "-")+".html")
+	if err := v.Visualize(path); err != nil {
+		t.Errorf("the history beside the buyers is %s, not linearizable; its visualization could not be written: %v", v.Outcome, err)
+		return
+	}
+	abs, _ := filepath.Abs(path)
+	t.Errorf("the history beside the buyers is %s, not linearizable in %s: Porcupine's visualization in %s", v.Outcome, l.mode, abs)
+}
