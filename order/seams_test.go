@@ -8,8 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/zkstock/zkstock/internal/ordertest"
+	"github.com/zkstock/zkstock/internal/tcpproxy"
 	"github.com/zkstock/zkstock/internal/testenv"
 	"github.com/zkstock/zkstock/order"
 )
@@ -227,4 +230,60 @@ func TestRedisFencedLostAcquireReply(t *testing.T) {
 	if rep := buy(t, rs[1], sku, 1, ""); rep.status != 201 {
 		t.Fatalf("next purchase: %d %s", rep.status, rep.raw)
 	}
+}
+
+// A COMMIT held up in the network while its client gives up on it: the outcome is unknown, and
+// the COMMIT still applies when it arrives. In the modes without a fence a later holder's plain
+// read would miss it and its write would overwrite it; so the holder settles the outcome by its
+// key before it releases the lock (or keeps the lock until the COMMIT can no longer apply).
+func TestUnknownOutcomeIsSettledUnderTheLock(t *testing.T) {
+	for _, mode := range []order.LockMode{order.ModeZKUnfenced, order.ModeRedis, order.ModeDBLockTable} {
+		t.Run(string(mode), func(t *testing.T) { heldCommit(t, mode, 3*time.Second) })
+	}
+}
+
+// The same, with the COMMIT held up for longer than the holder may spend asking (5 s): the
+// holder answers outcome_unknown, and keeps the lock until the COMMIT can no longer apply, so the
+// next holder still reads the stock the COMMIT wrote.
+func TestUnknownOutcomeKeepsTheLockUntilTheBound(t *testing.T) {
+	one := heldCommit(t, order.ModeZKUnfenced, 7*time.Second)
+	if one.code() != "outcome_unknown" || one.body["request_id"] != "K-HELD" {
+		t.Fatalf("held purchase: %d %s, want outcome_unknown naming its key", one.status, one.raw)
+	}
+}
+
+// heldCommit holds one replica's COMMIT up in the network for d while another replica buys the
+// same SKU, then checks that no update was lost; it returns the held purchase's answer.
+func heldCommit(t *testing.T, mode order.LockMode, d time.Duration) reply {
+	dsn := testenv.MySQLDatabase(t)
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := tcpproxy.NewMySQL(t, cfg.Addr)
+	proxied := cfg.Clone()
+	proxied.Addr, proxied.ReadTimeout = proxy.Addr(), time.Second
+	held := ordertest.Start(t, 1, ordertest.Options{Mode: mode, DSN: proxied.FormatDSN()})[0]
+	next := ordertest.Start(t, 1, ordertest.Options{Mode: mode, DSN: dsn})[0]
+	const sku = "SEAM-SETTLE"
+	resetStock(t, next, sku, 10)
+	fired := proxy.StallAtQuery(isCommit)
+	first := make(chan reply, 1)
+	go func() { first <- buy(t, held, sku, 1, "K-HELD") }()
+	<-fired // the holder's COMMIT is held up; it gives up on it after its 1 s read timeout
+	second := make(chan reply, 1)
+	go func() { second <- buy(t, next, sku, 1, "K-NEXT") }()
+	time.Sleep(d)
+	proxy.Resume() // the COMMIT arrives, and applies
+	one, two := <-first, <-second
+	if two.status != 201 {
+		t.Fatalf("next purchase: %d %s", two.status, two.raw)
+	}
+	if one.status != 201 && one.code() != "outcome_unknown" {
+		t.Fatalf("held purchase: %d %s, want 201 or outcome_unknown", one.status, one.raw)
+	}
+	if a := auditOf(t, next, sku); a.LostUpdates != 0 || a.UnitsSold != 2 || a.Stock != 8 {
+		t.Fatalf("audit %+v: the held COMMIT was overwritten", a)
+	}
+	return one
 }

@@ -27,8 +27,11 @@ type Proxy struct {
 	hole   bool // when armed fires, the request is swallowed and its connection black-holed
 	hold   bool // once armed fires, refuse connections until Restore
 	cutAll bool // once armed fires, also close every other connection
-	closed bool
-	flow   chan struct{} // closed while bytes may pass; open during a Stall
+	// stallAt: when armed fires, the proxy stalls before the request is forwarded (StallAtQuery)
+	stallAt    bool
+	stallFired chan struct{}
+	closed     bool
+	flow       chan struct{} // closed while bytes may pass; open during a Stall
 	// holdCloses keeps a connection open during a Stall when either end closes it, until Resume:
 	// a peer that gives up on a black hole must not tell the other end so (see NewRaw).
 	holdCloses bool
@@ -151,13 +154,25 @@ func (p *Proxy) DropQuery(match func(query string) bool) {
 // connections, open or new, pass as before.
 func (p *Proxy) BlackHoleQuery(match func(query string) bool) {
 	p.mu.Lock()
-	p.armed, p.drop, p.hold, p.cutAll, p.hole = mySQLQuery(match), false, false, false, true
+	p.armed, p.drop, p.hold, p.cutAll, p.hole, p.stallAt = mySQLQuery(match), false, false, false, true, false
 	p.mu.Unlock()
+}
+
+// StallAtQuery arms a MySQL proxy: when the next text query that matches (COMMIT, say) arrives,
+// the proxy stalls (see Stall) before forwarding it; the query reaches the server after Resume,
+// as a packet held up in the network does. The client waits for its answer meanwhile, and may
+// give up on it while the server has yet to act. The returned channel closes when it fired.
+func (p *Proxy) StallAtQuery(match func(query string) bool) <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.armed, p.drop, p.hold, p.cutAll, p.hole, p.stallAt = mySQLQuery(match), false, false, false, false, true
+	p.stallFired = make(chan struct{})
+	return p.stallFired
 }
 
 func (p *Proxy) arm(match func(frame []byte, index int) bool, drop, hold, cutAll bool) {
 	p.mu.Lock()
-	p.armed, p.drop, p.hold, p.cutAll, p.hole = match, drop, hold, cutAll, false
+	p.armed, p.drop, p.hold, p.cutAll, p.hole, p.stallAt = match, drop, hold, cutAll, false, false
 	p.mu.Unlock()
 }
 
@@ -266,6 +281,7 @@ func (p *Proxy) forwardRequests(server, client net.Conn, closeBoth func(), repli
 		}
 		p.waitFlow()
 		fired, drop, cutAll, hole := p.fire(frame, index)
+		p.waitFlow() // a request that stalled the proxy (StallAtQuery) goes on after Resume
 		if fired && hole {
 			holed.Store(true)
 			continue
@@ -324,6 +340,16 @@ func (p *Proxy) fire(frame []byte, index int) (fired, drop, cutAll, hole bool) {
 		return false, false, false, false
 	}
 	p.armed = nil
+	if p.stallAt {
+		p.stallAt = false
+		select {
+		case <-p.flow:
+			p.flow = make(chan struct{})
+		default:
+		}
+		close(p.stallFired)
+		return false, false, false, false // forwarded as usual, once the stall ends
+	}
 	if p.hold {
 		p.cut = true
 	}
