@@ -27,9 +27,10 @@ type Client struct {
 	bgCtx     context.Context
 	bgCancel  context.CancelFunc
 
-	// Liveness, written by the connection's reader (heard.go) without taking mu.
+	// Liveness, written by the connection (heard.go) without taking mu.
 	born               time.Time    // origin of the client's monotonic clock
-	heardAt            atomic.Int64 // send time of the latest request the server answered
+	provedAt           atomic.Int64 // latest time the leader is proved to have touched the session
+	proofSentAt        atomic.Int64 // send time of the latest proof (a sync or a write)
 	timeout            atomic.Int64 // negotiated session timeout
 	lostWhileConnected atomic.Bool
 
@@ -74,7 +75,7 @@ func Connect(ctx context.Context, servers []string, opts ...Option) (*Client, er
 		if err != nil {
 			return nil, err
 		}
-		return newHeardConn(conn, c.now, c.onHeard, c.onNegotiated), nil
+		return newHeardConn(conn, c), nil
 	}
 	conn, _, err := zk.Connect(servers, cfg.sessionTimeout,
 		zk.WithEventCallback(c.onEvent),
@@ -86,6 +87,7 @@ func Connect(ctx context.Context, servers []string, opts ...Option) (*Client, er
 	}
 	c.conn = conn
 	close(c.connReady)
+	go c.keepProving()
 	for _, a := range cfg.auth {
 		if err := conn.AddAuth(a.scheme, a.auth); err != nil {
 			conn.Close()

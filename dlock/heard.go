@@ -7,45 +7,121 @@ import (
 	"time"
 )
 
-// Lost must close before ZooKeeper can hand the lock to anyone else. The server expires a session
-// when it has heard nothing from it for the negotiated timeout, counted from the moment a request
-// of the session reached it. The client cannot see that moment, but it has a lower bound: when the
-// reply to a request arrives, the server received that request after the client sent it. So the
-// session lives at least until (send time of the latest request the server answered) + (the
-// negotiated timeout), and that is what dlock reasons from. go-zookeeper's own state changes come
-// too late for it: it notices silence only after two thirds of the timeout without a byte, and
-// reports nothing at all while replies merely stop coming.
+// Lost must close before ZooKeeper can hand the lock to anyone else: before the leader expires the
+// session. The leader expires a session T (the negotiated timeout) after it last touched it, and
+// which touches reach the leader depends on the server the client talks to.
+//
+// The leader itself (and a standalone server) touches a session when a request of it arrives. A
+// follower answers pings and reads on its own, notes the sessions they touched, and hands that
+// list to the leader only in its answer to the leader's next ping, which the leader sends each
+// follower every half tick (Leader.lead, Learner.ping, LearnerHandler's PING case in ZooKeeper
+// 3.8). A follower cut off from its leader goes on answering for up to syncLimit × tickTime,
+// while the leader hears nothing of the session. So an answer alone proves nothing.
+//
+// What does is an answer that only the leader could have given, and the order of the bytes on the
+// follower's link to it. Call a request a proof when its success needs the leader: sync, and the
+// writes (create, delete, setData), which the follower forwards on the same link as its ping
+// answers. Let a request k be sent at s_k and answered at c_k, and a proof j be sent at s_j ≥ c_k +
+// G, on the same connection, and answered. Then:
+//
+//  1. The follower touched the session at r_k, s_k ≤ r_k ≤ c_k: before it answered k.
+//  2. It forwarded j to the leader at f_j ≥ s_j ≥ r_k + G. One connection is one follower that was
+//     following one leader all along: a follower that stops following closes its clients'
+//     connections (Learner.shutdown).
+//  3. The leader pings every half tick, and G is half a tick plus the time a ping takes to reach
+//     the follower and be answered (proofGap). So between r_k and f_j the follower answered a
+//     ping sent after r_k, with k's session in it, and wrote that answer before it forwarded j.
+//  4. The leader reads a follower's link in order and applies the touches of a ping answer as it
+//     reads it, before it reads the next packet; so it touched the session before it handled j.
+//  5. j succeeded. A write fails on a session the leader is expiring, and a session that is not
+//     expiring takes every touch. A sync is not checked so, but the leader answers it only after
+//     every proposal it made before, so if the leader had proposed to close the session, the
+//     follower applies the close, and so closes the client's connection, before it answers.
+//  6. So the leader touched the session at some time after r_k ≥ s_k, and cannot expire it before
+//     s_k + T, on its clock.
+//
+// One interleaving escapes step 5: a sync that reaches the leader in the instant between its
+// marking the session as expiring and proposing the close. For it to matter, the touch of step 4
+// must have come too late as well, which takes a follower-to-leader link that held its bytes
+// back for about T and then let them through at that instant. The fencing token covers it.
+//
+// With the leader or a standalone server the same holds more simply (every request touches the
+// session as it arrives). A connect response is a proof of its own send time: the server asks
+// the leader to revalidate the session (or to create it), and the leader touches it then.
+// dlock therefore trusts a session until S + T − T/10, where S is the largest s_k proved so. That
+// rests on step 3 (a link between servers delivers within G − tickTime/2, or not at all) and on
+// clocks that run at about the same rate (the T/10), and on nothing else about the servers. A
+// proof costs nothing while locks are taken and released (those are writes); otherwise the
+// client sends a sync every proofInterval (keepProving).
 //
 // heardConn wraps each connection go-zookeeper opens and reads the ZooKeeper framing as it passes,
-// without changing a byte: it notes when each request was sent, and for each reply reports that
-// send time; from the connect response it takes the negotiated session timeout.
+// without changing a byte: it notes when each request was sent and whether it is a proof, pairs
+// every reply with its request, and reports each S it can prove; from the connect response it
+// takes the negotiated session timeout.
 type heardConn struct {
 	net.Conn
-	clock func() time.Duration // monotonic time of the client
-	// heard reports the send time of a request the server has answered; negotiated reports the
-	// session timeout a connect response granted, with the send time of its connect request
-	// (zero timeout: the server refused the session).
-	heard      func(sentAt time.Duration)
-	negotiated func(timeout time.Duration, sentAt time.Duration)
+	watch liveness
 
 	mu          sync.Mutex
-	requestSeen bool                      // the connect request has been written
-	handshake   time.Duration             // when it was
-	greeted     bool                      // the connect response has been read
-	pending     map[int32][]time.Duration // send times of requests not answered yet, by xid
+	requestSeen bool                    // the connect request has been written
+	handshake   time.Duration           // when it was
+	greeted     bool                    // the connect response has been read
+	pending     map[int32][]sentRequest // requests not answered yet, by xid
+	answered    answerLog
 	out, in     frameScanner
 }
 
-func newHeardConn(c net.Conn, clock func() time.Duration, heard func(time.Duration), negotiated func(time.Duration, time.Duration)) *heardConn {
-	return &heardConn{Conn: c, clock: clock, heard: heard, negotiated: negotiated, pending: map[int32][]time.Duration{}}
+// liveness is what heardConn reports to (the Client), and the clock it notes times on.
+type liveness interface {
+	now() time.Duration // the client's monotonic clock
+	// proofGap is G: how long before a proof was sent another request must have been answered for
+	// the proof to cover it (see above).
+	proofGap() time.Duration
+	// negotiated takes the session timeout a connect response granted (zero: the server refused).
+	negotiated(timeout time.Duration)
+	// proved reports that the leader touched the session no earlier than at, on the client's clock.
+	proved(at time.Duration)
+	// proofSent reports that a proof went out at at, so that no sync need be sent for a while.
+	proofSent(at time.Duration)
+}
+
+type sentRequest struct {
+	at    time.Duration
+	proof bool
+}
+
+func newHeardConn(c net.Conn, watch liveness) *heardConn {
+	return &heardConn{Conn: c, watch: watch, pending: map[int32][]sentRequest{}}
 }
 
 // xidWatchEvent marks a watch notification: the server sends it with no request behind it.
 const xidWatchEvent = -1
 
+// ZooKeeper opcodes that succeed only through the leader. Multi is left out: whether its reply
+// header carries a failed operation's error is not worth relying on, and dlock takes locks with
+// plain creates.
+const (
+	opCreate          = 1
+	opDelete          = 2
+	opSetData         = 5
+	opSync            = 9
+	opCreate2         = 15
+	opCreateContainer = 19
+	opCreateTTL       = 21
+)
+
+func isProof(opcode int32) bool {
+	switch opcode {
+	case opCreate, opDelete, opSetData, opSync, opCreate2, opCreateContainer, opCreateTTL:
+		return true
+	}
+	return false
+}
+
 func (h *heardConn) Write(p []byte) (int, error) {
 	// Noted before the bytes leave: the server cannot have them any earlier.
-	now := h.clock()
+	now := h.watch.now()
+	proofSent := false
 	h.mu.Lock()
 	h.out.feed(p, func(body []byte) {
 		if !h.requestSeen {
@@ -53,57 +129,126 @@ func (h *heardConn) Write(p []byte) (int, error) {
 			h.handshake = now
 			return
 		}
-		if len(body) >= 4 {
+		if len(body) >= 8 {
 			xid := int32(binary.BigEndian.Uint32(body))
-			h.pending[xid] = append(h.pending[xid], now)
+			proof := isProof(int32(binary.BigEndian.Uint32(body[4:])))
+			proofSent = proofSent || proof
+			h.pending[xid] = append(h.pending[xid], sentRequest{now, proof})
 		}
 	})
 	h.mu.Unlock()
+	if proofSent {
+		h.watch.proofSent(now)
+	}
 	return h.Conn.Write(p)
 }
 
 func (h *heardConn) Read(p []byte) (int, error) {
 	n, err := h.Conn.Read(p)
-	if n > 0 {
-		var heardAt []time.Duration
-		var timeout time.Duration
-		var greeting bool
-		var handshake time.Duration
-		h.mu.Lock()
-		h.in.feed(p[:n], func(body []byte) {
-			if !h.greeted {
-				// connect response: protocolVersion int32, timeOut int32 (ms), sessionId int64, ...
-				h.greeted, greeting, handshake = true, true, h.handshake
-				if len(body) >= 16 && binary.BigEndian.Uint64(body[8:16]) != 0 {
-					timeout = time.Duration(int32(binary.BigEndian.Uint32(body[4:8]))) * time.Millisecond
-				}
-				return
+	if n == 0 {
+		return n, err
+	}
+	// Noted after the bytes arrived: later than the server answered, which only makes a proof
+	// harder to earn.
+	now := h.watch.now()
+	gap := h.watch.proofGap()
+	var (
+		timeout  time.Duration
+		greeting bool
+		proved   time.Duration
+		isProved bool
+	)
+	h.mu.Lock()
+	h.in.feed(p[:n], func(body []byte) {
+		if !h.greeted {
+			// connect response: protocolVersion int32, timeOut int32 (ms), sessionId int64, ...
+			h.greeted, greeting = true, true
+			if len(body) >= 16 && binary.BigEndian.Uint64(body[8:16]) != 0 {
+				timeout = time.Duration(int32(binary.BigEndian.Uint32(body[4:8]))) * time.Millisecond
+				h.answered.add(now, h.handshake, gap)
+				proved, isProved = h.handshake, true
 			}
-			if len(body) < 4 {
-				return
-			}
-			xid := int32(binary.BigEndian.Uint32(body))
-			if xid == xidWatchEvent {
-				return
-			}
-			if sent := h.pending[xid]; len(sent) > 0 {
-				heardAt = append(heardAt, sent[0])
-				if len(sent) == 1 {
-					delete(h.pending, xid)
-				} else {
-					h.pending[xid] = sent[1:]
-				}
-			}
-		})
-		h.mu.Unlock()
-		if greeting {
-			h.negotiated(timeout, handshake)
+			return
 		}
-		for _, at := range heardAt {
-			h.heard(at)
+		if len(body) < 4 {
+			return
 		}
+		// reply header: xid int32, zxid int64, err int32
+		xid := int32(binary.BigEndian.Uint32(body))
+		if xid == xidWatchEvent {
+			return
+		}
+		sent := h.pending[xid]
+		if len(sent) == 0 {
+			return
+		}
+		req := sent[0]
+		if len(sent) == 1 {
+			delete(h.pending, xid)
+		} else {
+			h.pending[xid] = sent[1:]
+		}
+		h.answered.add(now, req.at, gap)
+		if req.proof && len(body) >= 16 && binary.BigEndian.Uint32(body[12:16]) == 0 {
+			if s, ok := h.answered.provedBy(req.at - gap); ok && (!isProved || s > proved) {
+				proved, isProved = s, true
+			}
+		}
+	})
+	h.mu.Unlock()
+	if greeting {
+		h.watch.negotiated(timeout)
+	}
+	if isProved {
+		h.watch.proved(proved)
 	}
 	return n, err
+}
+
+// answerLog keeps the requests answered on one connection as (answer time, send time) pairs, in
+// the order the answers came, with each send time raised to the largest so far (ZooKeeper answers
+// a session's requests in order anyway). To stay small it keeps one pair per slice of time a
+// sixteenth of G long, the latest one; a query then may find a pair up to that much older than
+// the best, never a newer one. Pairs older than the last query are dropped.
+type answerLog struct {
+	pairs []answerPair
+}
+
+type answerPair struct{ answeredAt, sentAt time.Duration }
+
+// maxAnswerPairs bounds the log for a connection whose proofs stop coming (a follower cut off
+// goes on answering pings); dropping the oldest pairs only makes proofs cover less.
+const maxAnswerPairs = 1024
+
+func (l *answerLog) add(answeredAt, sentAt, gap time.Duration) {
+	if n := len(l.pairs); n > 0 {
+		last := l.pairs[n-1]
+		sentAt = max(sentAt, last.sentAt)
+		if slice := max(gap/16, time.Millisecond); answeredAt/slice == last.answeredAt/slice {
+			l.pairs[n-1] = answerPair{answeredAt, sentAt}
+			return
+		}
+	}
+	if len(l.pairs) == maxAnswerPairs {
+		l.pairs = append(l.pairs[:0], l.pairs[maxAnswerPairs/2:]...)
+	}
+	l.pairs = append(l.pairs, answerPair{answeredAt, sentAt})
+}
+
+// provedBy is the latest send time among requests answered no later than by.
+func (l *answerLog) provedBy(by time.Duration) (time.Duration, bool) {
+	i := 0
+	for i < len(l.pairs) && l.pairs[i].answeredAt <= by {
+		i++
+	}
+	if i == 0 {
+		return 0, false
+	}
+	s := l.pairs[i-1].sentAt
+	// Later proofs are sent later and ask about later times: the pairs before this one are of no
+	// more use.
+	l.pairs = append(l.pairs[:0], l.pairs[i-1:]...)
+	return s, true
 }
 
 // frameScanner follows ZooKeeper's framing (a 4-byte big-endian length, then the body) through

@@ -3,8 +3,10 @@ package dlock
 import (
 	"encoding/binary"
 	"math/rand/v2"
+	"net"
 	"slices"
 	"testing"
+	"time"
 )
 
 // The scanner hands over each frame's head whatever the chunks the bytes arrive in: one byte at a
@@ -39,5 +41,116 @@ func TestFrameScannerAcrossChunks(t *testing.T) {
 		if !slices.EqualFunc(got, want, slices.Equal) {
 			t.Fatalf("round %d: heads %v, want %v", round, got, want)
 		}
+	}
+}
+
+// fakeLiveness records what a heardConn reports, on a clock the test sets.
+type fakeLiveness struct {
+	clock   time.Duration
+	gap     time.Duration
+	timeout time.Duration
+	proofs  []time.Duration
+	sent    []time.Duration
+}
+
+func (f *fakeLiveness) now() time.Duration               { return f.clock }
+func (f *fakeLiveness) proofGap() time.Duration          { return f.gap }
+func (f *fakeLiveness) negotiated(timeout time.Duration) { f.timeout = timeout }
+func (f *fakeLiveness) proved(at time.Duration)          { f.proofs = append(f.proofs, at) }
+func (f *fakeLiveness) proofSent(at time.Duration)       { f.sent = append(f.sent, at) }
+
+// scriptedConn hands out the bytes queued in replies, one frame per Read, and swallows writes.
+type scriptedConn struct {
+	net.Conn
+	replies [][]byte
+}
+
+func (s *scriptedConn) Write(p []byte) (int, error) { return len(p), nil }
+
+func (s *scriptedConn) Read(p []byte) (int, error) {
+	r := s.replies[0]
+	s.replies = s.replies[1:]
+	return copy(p, r), nil
+}
+
+func frame(fields ...any) []byte {
+	var body []byte
+	for _, f := range fields {
+		switch v := f.(type) {
+		case int32:
+			body = binary.BigEndian.AppendUint32(body, uint32(v))
+		case int64:
+			body = binary.BigEndian.AppendUint64(body, uint64(v))
+		}
+	}
+	return append(binary.BigEndian.AppendUint32(nil, uint32(len(body))), body...)
+}
+
+// A proof (a sync or a write that succeeded) covers the requests answered at least G before it
+// was sent, and nothing else: not itself, not what a follower answered on its own since, not a
+// failed sync. A connect response proves its own send time.
+func TestProofCoversRequestsAnsweredAGapBefore(t *testing.T) {
+	const ms = time.Millisecond
+	f := &fakeLiveness{gap: 300 * ms}
+	conn := &scriptedConn{}
+	h := newHeardConn(conn, f)
+	buf := make([]byte, 256)
+	send := func(at time.Duration, xid, op int32) {
+		f.clock = at
+		if _, err := h.Write(frame(xid, op)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	answer := func(at time.Duration, xid, errCode int32) {
+		f.clock = at
+		conn.replies = append(conn.replies, frame(xid, int64(7), errCode))
+		if _, err := h.Read(buf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	expect := func(what string, want ...time.Duration) {
+		t.Helper()
+		if !slices.Equal(f.proofs, want) {
+			t.Fatalf("%s: proofs %v, want %v", what, f.proofs, want)
+		}
+	}
+
+	f.clock = 10 * ms
+	if _, err := h.Write(frame(int32(0), int32(0), int64(0), int32(2000))); err != nil { // connect request
+		t.Fatal(err)
+	}
+	f.clock = 12 * ms
+	conn.replies = append(conn.replies, frame(int32(0), int32(2000), int64(0x1234), int32(16)))
+	if _, err := h.Read(buf); err != nil {
+		t.Fatal(err)
+	}
+	if f.timeout != 2*time.Second {
+		t.Fatalf("negotiated %v, want 2s", f.timeout)
+	}
+	expect("connect", 10*ms)
+
+	send(100*ms, -2, 11) // ping
+	answer(101*ms, -2, 0)
+	send(200*ms, 1, opSync) // sent less than G after anything was answered: proves nothing
+	answer(202*ms, 1, 0)
+	expect("early sync", 10*ms)
+	send(402*ms, 2, opSync) // 301 ms after the ping's answer: proves the ping, not the first sync
+	answer(403*ms, 2, 0)
+	expect("sync after the gap", 10*ms, 100*ms)
+
+	send(500*ms, 3, 4) // getData, which a follower answers on its own
+	answer(501*ms, 3, 0)
+	send(900*ms, 4, opSync)
+	answer(901*ms, 4, 112) // SESSIONEXPIRED: no proof, though it counts as answered
+	expect("failed sync", 10*ms, 100*ms)
+	send(1200*ms, 5, opCreate) // a write proves as a sync does: here the getData
+	answer(1205*ms, 5, 0)
+	expect("create", 10*ms, 100*ms, 500*ms)
+	send(1210*ms, 6, opDelete) // and the failed sync, answered 310 ms before
+	answer(1211*ms, 6, 0)
+	expect("delete", 10*ms, 100*ms, 500*ms, 900*ms)
+
+	if want := []time.Duration{200 * ms, 402 * ms, 900 * ms, 1200 * ms, 1210 * ms}; !slices.Equal(f.sent, want) {
+		t.Fatalf("proofs sent at %v, want %v", f.sent, want)
 	}
 }

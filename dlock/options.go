@@ -22,6 +22,7 @@ type config struct {
 	dialer         zk.Dialer
 	naming         Naming
 	listener       func(State)
+	serverTick     time.Duration
 }
 
 type authInfo struct {
@@ -42,9 +43,20 @@ func defaultConfig() config {
 
 // WithSessionTimeout asks for a ZooKeeper session timeout (default 10s); the server may grant a
 // shorter or longer one (see Client.SessionTimeout). A crashed holder keeps its lock this long. A
-// holder cut off from ZooKeeper learns it lost the lock (Lease.Lost) at the latest nine tenths of
-// the granted timeout after it sent the last request the server answered.
+// holder cut off from ZooKeeper, or talking to a follower cut off from its leader, learns it lost
+// the lock (Lease.Lost) before ZooKeeper can give it away: with the default WithServerTick,
+// between about 0.43 and 0.57 of the granted timeout after the partition began.
 func WithSessionTimeout(d time.Duration) Option { return func(c *config) { c.sessionTimeout = d } }
+
+// WithServerTick tells the client the tickTime of its ZooKeeper servers, which makes Lost close
+// later after a partition, still before ZooKeeper can give the lock away, and makes a short
+// stall less likely to lose a lease. A request counts towards the session's deadline once a sync
+// or write sent G = tick/2 + T/12 after its answer has succeeded: the leader pings followers
+// every half tick, and a follower passes its sessions on only in its answers (see "When Lost
+// closes" in the package documentation). By default the client assumes the longest tick that
+// grants the session under ZooKeeper's default minSessionTimeout of two ticks, half the session
+// timeout, so G = T/3. A tick longer than the servers' is safe; a shorter one is not.
+func WithServerTick(d time.Duration) Option { return func(c *config) { c.serverTick = d } }
 
 // WithLogger sets where connection and lock events are logged (default: nowhere).
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }

@@ -2,6 +2,7 @@ package dlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -19,10 +20,10 @@ import (
 //	any ──Close──▶ closed
 //
 // Requests flow only in open. Leases are trusted in open, resuming and suspended, and only until
-// the deadline: the send time of the latest request the server answered, plus the negotiated
-// session timeout, less a margin (see heard.go). go-zookeeper cycles through Disconnected,
-// Connecting and Connected about once a second while a server is unreachable; none of them moves
-// the deadline, and only HasSession ends a suspension.
+// the deadline: the latest time at which the leader is proved to have touched the session, plus
+// the negotiated session timeout, less a margin (see heard.go). go-zookeeper cycles through
+// Disconnected, Connecting and Connected about once a second while a server is unreachable; none
+// of them moves the deadline, and only HasSession ends a suspension.
 type sessionState int
 
 const (
@@ -82,19 +83,40 @@ func leaseMargin(timeout time.Duration) time.Duration { return timeout / 10 }
 // now is the client's monotonic clock, the one send times are noted in.
 func (c *Client) now() time.Duration { return time.Since(c.born) }
 
-// onHeard takes the send time of a request the server answered (see heard.go).
-func (c *Client) onHeard(sentAt time.Duration) {
+// The Client is the liveness heardConn reports to.
+var _ liveness = (*Client)(nil)
+
+// proofGap is G of heard.go: half the servers' tick, the longest the leader waits between two
+// pings of a follower, plus T/12 for the ping to reach the follower and its answer to be written,
+// which on a working link takes milliseconds.
+func (c *Client) proofGap() time.Duration {
+	t := time.Duration(c.timeout.Load())
+	tick := c.cfg.serverTick
+	if tick <= 0 {
+		tick = t / 2
+	}
+	return tick/2 + t/12
+}
+
+// proofInterval is how long the client lets pass without a proof before it sends a sync: short
+// enough next to T − T/10 − G that a proof missing for a moment (a slow leader, a stall shorter
+// than a quarter of the session) does not lose the leases.
+func proofInterval(timeout time.Duration) time.Duration { return timeout / 15 }
+
+// proved takes a time at which the leader is proved to have touched the session (see heard.go).
+func (c *Client) proved(at time.Duration) {
 	for {
-		last := c.heardAt.Load()
-		if int64(sentAt) <= last || c.heardAt.CompareAndSwap(last, int64(sentAt)) {
+		last := c.provedAt.Load()
+		if int64(at) <= last || c.provedAt.CompareAndSwap(last, int64(at)) {
 			break
 		}
 	}
 	if c.lostWhileConnected.Load() {
 		// The deadline passed while go-zookeeper kept its connection (a server that answered too
-		// slowly); it answers again, so the session lives and can be trusted anew.
+		// slowly, or one cut off from its leader); the leader is heard again, so the session lives
+		// and can be trusted anew, if the proof is recent enough to push the deadline ahead.
 		c.mu.Lock()
-		if c.state == stateLost && c.conn.State() == zk.StateHasSession {
+		if c.state == stateLost && c.conn.State() == zk.StateHasSession && c.deadline() > c.now() {
 			c.lostWhileConnected.Store(false)
 			c.startGenerationLocked(c.conn.SessionID())
 			c.setStateLocked(stateOpen)
@@ -103,19 +125,59 @@ func (c *Client) onHeard(sentAt time.Duration) {
 	}
 }
 
-// onNegotiated takes what a connect response granted: the session timeout (zero if the server
-// refused the session), and the send time of the connect request, which the server heard.
-func (c *Client) onNegotiated(timeout, sentAt time.Duration) {
+func (c *Client) proofSent(at time.Duration) {
+	for {
+		last := c.proofSentAt.Load()
+		if int64(at) <= last || c.proofSentAt.CompareAndSwap(last, int64(at)) {
+			return
+		}
+	}
+}
+
+// negotiated takes the session timeout a connect response granted (zero if the server refused the
+// session).
+func (c *Client) negotiated(timeout time.Duration) {
 	if timeout > 0 {
 		c.timeout.Store(int64(timeout))
-		c.onHeard(sentAt)
 	}
 }
 
 // deadline is when the current session's leases stop being trusted, on the client's clock.
 func (c *Client) deadline() time.Duration {
 	t := time.Duration(c.timeout.Load())
-	return time.Duration(c.heardAt.Load()) + t - leaseMargin(t)
+	return time.Duration(c.provedAt.Load()) + t - leaseMargin(t)
+}
+
+// keepProving sends a sync whenever no proof has gone to the server for proofInterval, so that
+// the deadline keeps moving while no lock is taken or released. It sends one at a time: during a
+// partition a sync waits until go-zookeeper gives up on the connection, and sends the next at once
+// when a late answer comes. It ends when the client closes.
+func (c *Client) keepProving() {
+	for {
+		every := proofInterval(time.Duration(c.timeout.Load()))
+		wait := every - (c.now() - time.Duration(c.proofSentAt.Load()))
+		switch {
+		case wait > 0: // a proof went out lately (a lock taken or released, or the last sync)
+		case c.conn.State() != zk.StateHasSession:
+			wait = every / 4 // look again soon: the session may be back by then
+		default:
+			_, err := c.conn.Sync("/")
+			if err == nil {
+				continue
+			}
+			if !errors.Is(err, zk.ErrClosing) {
+				c.log.Debug("zookeeper sync to prove the session alive failed", "err", err)
+			}
+			wait = every
+		}
+		t := time.NewTimer(max(wait, time.Millisecond))
+		select {
+		case <-c.closedCh:
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // onEvent follows go-zookeeper's session states. It runs on go-zookeeper's event loop, so it only
@@ -203,13 +265,14 @@ func (c *Client) armDeadlineLocked() {
 // expireDeadlineLocked ends the generation once nothing proves the session alive any longer.
 func (c *Client) expireDeadlineLocked() {
 	t := time.Duration(c.timeout.Load())
-	c.log.Warn("zookeeper silent too long: leases lost",
-		"session_timeout", t.String(), "margin", leaseMargin(t).String())
+	since := c.now() - time.Duration(c.provedAt.Load())
+	c.log.Warn("the leader not heard to touch the session for too long: leases lost",
+		"session_timeout", t.String(), "margin", leaseMargin(t).String(), "since", since.String())
 	if c.state == stateOpen || c.state == stateResuming {
 		c.lostWhileConnected.Store(true)
 	}
-	c.loseLocked(fmt.Errorf("%w: nothing heard from ZooKeeper for %v, the session may have expired",
-		ErrLost, t-leaseMargin(t)))
+	c.loseLocked(fmt.Errorf("%w: no answer has proved the session alive at the ZooKeeper leader for %v, the session may have expired",
+		ErrLost, since.Round(time.Millisecond)))
 }
 
 // checkDeadline ends the generation now if its deadline has passed, so that a caller deciding on
