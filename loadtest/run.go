@@ -50,6 +50,7 @@ type sample struct {
 	remaining int64
 	failovers int     // replicas tried before the one that answered
 	orderIDs  []int64 // the purchase's order, or a cart's orders
+	key       string  // the purchase's Idempotency-Key: the capability to cancel its orders
 	skus      []string
 	shortSKU  string // a cart's first short item, when it was sold out
 	// The cancellation of the order, when this purchase drew one (-cancel-ratio).
@@ -144,12 +145,12 @@ func purchaseBody(skus []string, qty int) any {
 // a load balancer: the Idempotency-Key makes the retry safe, because a purchase the first replica
 // did commit is answered from its stored order instead of being sold twice.
 func purchase(ctx context.Context, a *api, targets []string, i int, body any, key string) sample {
-	var s sample
+	s := sample{key: key}
 	for attempt := 0; attempt < len(targets); attempt++ {
 		target := targets[(i+attempt)%len(targets)]
 		var ans purchaseAnswer
 		status, err := a.do(ctx, http.MethodPost, target+"/v1/orders", body, &ans, map[string]string{"Idempotency-Key": key})
-		s = sample{status: status, remaining: ans.remaining(), failovers: attempt, orderIDs: ans.orderIDs()}
+		s = sample{status: status, remaining: ans.remaining(), failovers: attempt, orderIDs: ans.orderIDs(), key: key}
 		var ae *apiError
 		switch {
 		case errors.As(err, &ae):
@@ -172,11 +173,11 @@ func drawCancel(ratio float64, n int64) bool {
 }
 
 // cancelOrder cancels the sample's orders (a cart's, one by one) on a replica other than the one
-// that sold them.
+// that sold them, with the purchase's key, as its buyer would.
 func cancelOrder(ctx context.Context, a *api, target string, s *sample) {
 	s.cancelTried, s.cancelled = true, true
 	for _, id := range s.orderIDs {
-		status, err := a.do(ctx, http.MethodPost, fmt.Sprintf("%s/v1/orders/%d/cancel", target, id), nil, nil, nil)
+		status, err := a.do(ctx, http.MethodPost, fmt.Sprintf("%s/v1/orders/%d/cancel", target, id), map[string]string{"request_id": s.key}, nil, nil)
 		if err != nil || status != http.StatusOK {
 			s.cancelled, s.cancelStatus = false, status
 		}

@@ -31,6 +31,15 @@ func FuzzAPI(f *testing.F) {
 		{"PUT", "/admin/lock-mode", "application/json", "Basic Zm9v", "", `{"mode":"none"}`},
 		{"GET", "/v1/products/FUZZ-1/lock", "", "", "", ``},
 		{"DELETE", "/v1/orders", "application/json", "", "", `{}`},
+		// The purchase's key is the capability to cancel: no body, a form, a guessed key.
+		{"POST", "/v1/orders/1/cancel", "", "", "", ``},
+		{"POST", "/v1/orders/1/cancel", "application/x-www-form-urlencoded", "", "", `request_id=k-1`},
+		{"POST", "/v1/orders/1/cancel", "application/json", "", "", `{"request_id":"k-2"}`},
+		{"POST", "/v1/orders/1/cancel", "application/json", "Bearer wrong", "", `{}`},
+		// An item key of a cart is out of the clients' reach; a key reused with another body sells nothing.
+		{"POST", "/v1/orders", "application/json", "", "k-1#FUZZ-1", `{"sku":"FUZZ-1","qty":2}`},
+		{"POST", "/v1/orders", "application/json", "", "k-1", `{"items":[{"sku":"FUZZ-1","qty":2}]}`},
+		{"POST", "/admin/fences/zookeeper/lower", "application/json", "Bearer wrong", "", `{"token":0}`},
 	}
 	for _, s := range seeds {
 		f.Add(s.method, s.path, s.contentType, s.auth, s.key, []byte(s.body))
