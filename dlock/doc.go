@@ -57,22 +57,53 @@
 //
 // # When Lost closes
 //
-// ZooKeeper expires a session once it has heard nothing from it for the session timeout T the
-// server granted (which may differ from the one asked for: see Client.SessionTimeout). The server
-// heard the client no earlier than the client sent its request, so with S the send time of the
-// latest request the server has answered, the session cannot expire before S + T. dlock learns S
-// from the bytes on the connection, and closes Lost, on the client's monotonic clock, at
+// ZooKeeper's leader expires a session once it has not touched it for the session timeout T the
+// server granted (which may differ from the one asked for: see Client.SessionTimeout). The leader
+// touches a session when a request of it reaches the leader itself; a follower answers pings and
+// reads on its own and passes its sessions' touches on only in its answers to the leader's pings,
+// sent every half tick. So a follower cut off from its leader goes on answering for up to
+// syncLimit × tickTime while the leader expires the session, and an answer alone proves nothing.
+//
+// What proves a touch is a sync or a write that succeeded, which only the leader can answer, sent
+// at least G = tick/2 + T/12 after another request on the same connection was answered: the
+// follower's link to the leader carried the touch of that request (in a ping answer) before it
+// carried the sync or write. Here tick is WithServerTick, or T/2 when not given (the longest tick
+// that grants the session under ZooKeeper's default minSessionTimeout of two ticks). The connect
+// response proves its own send time (the leader revalidates the session). With S the send time of
+// the latest request proved so, dlock closes Lost, on the client's monotonic clock, at
 //
 //	S + T − T/10
 //
-// unless a newer answer moves S on: a tenth of the session ahead of the earliest expiry, for the
-// client's own scheduling and for clocks that run at slightly different rates. It also closes when
-// the server reports the session expired, when the node is deleted by anyone else, and on Close.
-// go-zookeeper pings every T/3 when idle, so S is at most about T/3 old when a partition begins,
-// and Lost closes between 0.57 T and 0.9 T after it: the same for a reset connection and for a
-// silent one (the connection stays open and nothing arrives), which go-zookeeper itself notices
-// only after 2T/3 of silence. What the margin cannot cover is a process that is paused past it
-// (a stop-the-world pause, a frozen VM): that is what the fencing token is for.
+// unless a newer proof moves S on. It also closes when the server reports the session expired,
+// when the node is deleted by anyone else, and on Close. While no lock is taken or released the
+// client sends a sync every T/15 to keep S moving; taking and releasing locks are writes and
+// prove S at no cost. The proof of the rule is in heard.go.
+//
+// The guarantee: Lost closes before ZooKeeper can give the lock to another client, whether the
+// client's connection is reset, silent (open, nothing arrives), or to a follower cut off from its
+// leader, and whatever syncLimit the servers run with. It assumes:
+//
+//   - the client's and the leader's clocks run at rates close enough that T − T/10 on one is less
+//     than T on the other, with room left for the client's own scheduling;
+//   - tick is at least the servers' tickTime (the leader pings followers every half tick);
+//   - a link between two servers delivers a ping within T/12, or not at all until one end gives
+//     up on it (a follower that stops following closes its clients' connections);
+//   - a sync does not reach the leader in the instant between its marking the session expired and
+//     proposing its close, after a follower-to-leader link held its bytes back for about T.
+//
+// After a partition begins Lost closes between 0.9T − G − 2T/15 and 0.9T − G later, about 0.43T
+// to 0.57T with the default tick, and at 0.9T at the latest right after a connect. Measured on a
+// three-peer ensemble (tickTime 250 ms, syncLimit 12: its follower answers for 3 s when cut off)
+// with 2 s sessions, the holder on the follower and a waiter on the other peers, the follower's
+// quorum and election links black-holed at 0 ms (TestLostClosesBeforeAnotherHoldsWhenTheFollowerIsCutOff):
+//
+//	                                  holder's Lost closed   other client held
+//	before (any answer moved S)       4049 ms, 4721 ms       1806 ms, 1846 ms
+//	now, tick assumed (G = 667 ms)    973 to 1108 ms         1976 to 2093 ms
+//	now, WithServerTick(250ms)        1282 to 1301 ms        1977 to 2095 ms
+//
+// What the margin cannot cover is a process that is paused past it (a stop-the-world pause, a
+// frozen VM): that is what the fencing token is for.
 //
 // # The API
 //

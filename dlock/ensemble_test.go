@@ -47,3 +47,30 @@ func TestMutexOnEnsemble(t *testing.T) {
 		t.Fatalf("%d overlaps on the ensemble", ex.overlaps.Load())
 	}
 }
+
+// A lease held idle is kept, whichever peer the client talks to: on a follower only the client's
+// own syncs prove the session alive at the leader (no lock is taken or released meanwhile), and
+// they must come often enough that a healthy session never looks lost.
+func TestIdleLeaseOnEnsembleIsKept(t *testing.T) {
+	const session = 2 * time.Second
+	ensemble := testenv.ZKEnsemble(t)
+	var wg sync.WaitGroup
+	for _, server := range ensemble {
+		c := connect(t, []string{server}, dlock.WithSessionTimeout(session))
+		l, err := dlock.NewMutex(c, testenv.UniquePath(t)).Lock(ctxTimeout(t, 10*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case <-l.Lost():
+				t.Errorf("lease held idle through %s lost: %v", server, l.Err())
+			case <-time.After(3 * session):
+			}
+			mustUnlock(t, l)
+		}()
+	}
+	wg.Wait()
+}

@@ -8,6 +8,10 @@
 #                                                  ZK_ENSEMBLE_DIRS, MYSQL_DIR or REDIS_DIR) for
 #                                                  fault tests
 #   scripts/servers.sh start-server SERVER_DIR     start it again on the same port and data
+#                                                  (also a ZooKeeper peer a test configured in a
+#                                                  directory of its own: SERVER_DIR/zoo.cfg, the
+#                                                  main class in SERVER_DIR/main; dlock's
+#                                                  follower test runs a proxied ensemble so)
 #
 # DIR/env.sh exports:
 #   ZK_SERVERS    one standalone ZooKeeper (tickTime 500 ms: sessions from 1 s to 10 s, the
