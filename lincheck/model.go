@@ -13,7 +13,10 @@
 package lincheck
 
 import (
+	"cmp"
+	"encoding/binary"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/anishathalye/porcupine"
@@ -160,26 +163,40 @@ func Step(s State, in Input, out Output) []State {
 }
 
 // Model is the Porcupine model of the stock of two SKUs named skus, each starting at stock units.
-// It is nondeterministic: an operation of unknown outcome may or may not have taken effect.
+// It is nondeterministic (an operation of unknown outcome may or may not have taken effect), by the
+// power-set construction of porcupine.NondeterministicModel.ToModel, written out so that the
+// common case, one possible state, costs no allocation of a set: a model state is a State when
+// one stock is possible, and a states (a sorted set, as a string) when several are.
 func Model(skus [2]string, stock int64) porcupine.Model {
-	nm := porcupine.NondeterministicModel{
-		Init: func() []any { return []any{State{stock, stock}} },
-		Step: func(state, input, output any) []any {
-			next := Step(state.(State), input.(Input), output.(Output))
-			out := make([]any, len(next))
-			for i, s := range next {
-				out[i] = s
-			}
-			return out
+	describe := func(s State) string { return fmt.Sprintf("%s=%d %s=%d", skus[0], s[0], skus[1], s[1]) }
+	return porcupine.Model{
+		Init: func() any { return State{stock, stock} },
+		Step: func(state, input, output any) (bool, any) {
+			next := stepSet(state, input.(Input), output.(Output))
+			return next != nil, next
 		},
 		Hash: func(state any) uint64 {
-			s := state.(State)
-			return uint64(s[0])<<32 ^ uint64(s[1])
+			switch s := state.(type) {
+			case State:
+				return uint64(s[0])*0x9e3779b97f4a7c15 ^ uint64(s[1])
+			default:
+				var h uint64 = 14695981039346656037 // FNV-1a
+				for _, c := range []byte(s.(states)) {
+					h = (h ^ uint64(c)) * 1099511628211
+				}
+				return h
+			}
 		},
 		DescribeOperation: func(input, output any) string { return Describe(skus, input.(Input), output.(Output)) },
 		DescribeState: func(state any) string {
-			s := state.(State)
-			return fmt.Sprintf("%s=%d %s=%d", skus[0], s[0], skus[1], s[1])
+			var parts []string
+			for _, s := range members(state) {
+				parts = append(parts, describe(s))
+			}
+			if len(parts) == 1 {
+				return parts[0]
+			}
+			return "one of {" + strings.Join(parts, "; ") + "}"
 		},
 		DescribeOperationMetadata: func(info any) string {
 			if info == nil {
@@ -188,7 +205,60 @@ func Model(skus [2]string, stock int64) porcupine.Model {
 			return fmt.Sprint(info)
 		},
 	}
-	return nm.ToModel()
+}
+
+// states is a set of two or more States, sorted, 16 bytes each: comparable, so that the checker's
+// == on states works.
+type states string
+
+// members is a model state's States.
+func members(state any) []State {
+	if s, ok := state.(State); ok {
+		return []State{s}
+	}
+	b := []byte(state.(states))
+	out := make([]State, len(b)/16)
+	for i := range out {
+		out[i] = State{int64(binary.BigEndian.Uint64(b[16*i:])), int64(binary.BigEndian.Uint64(b[16*i+8:]))}
+	}
+	return out
+}
+
+// stepSet is Step on a model state: the union of the steps of its members, nil if empty.
+func stepSet(state any, in Input, out Output) any {
+	if s, ok := state.(State); ok {
+		next := Step(s, in, out)
+		switch len(next) {
+		case 0:
+			return nil
+		case 1:
+			return next[0]
+		}
+		return setOf(next)
+	}
+	var next []State
+	for _, s := range members(state) {
+		next = append(next, Step(s, in, out)...)
+	}
+	if len(next) == 0 {
+		return nil
+	}
+	return setOf(next)
+}
+
+// setOf is the model state of a non-empty list of States: a State if they are all one.
+func setOf(list []State) any {
+	slices.SortFunc(list, func(a, b State) int { return cmp.Or(cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1])) })
+	list = slices.Compact(list)
+	if len(list) == 1 {
+		return list[0]
+	}
+	b := make([]byte, 0, 16*len(list))
+	for _, s := range list {
+		b = binary.BigEndian.AppendUint64(b, uint64(s[0]))
+		b = binary.BigEndian.AppendUint64(b, uint64(s[1]))
+	}
+	return states(b)
 }
 
 // Describe is one operation as the visualization shows it, e.g. "buy A×2 → 201, A=17".

@@ -1,6 +1,7 @@
 package lincheck
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -124,5 +125,26 @@ func TestModel(t *testing.T) {
 				t.Fatalf("Porcupine says %s, want %s", v.Outcome, c.want)
 			}
 		})
+	}
+}
+
+// Several unknown outcomes make a set of possible stocks; later reads narrow it down.
+func TestModelSets(t *testing.T) {
+	const end = 1000
+	ops := []porcupine.Operation{
+		op(0, 0, end, buy(0, 1), unknown),
+		op(1, 0, end, buy(0, 2), unknown),
+		op(2, 0, end, Input{Kind: Cart, Qty: [2]int64{1, 1}}, unknown),
+		op(3, 1, end, cancelIn(1, 3), unknown),
+	}
+	for _, c := range []struct {
+		a, b int64
+		want porcupine.CheckResult
+	}{{10, 10, porcupine.Ok}, {6, 9, porcupine.Ok}, {9, 12, porcupine.Ok}, {7, 12, porcupine.Ok}, {5, 10, porcupine.Illegal}, {8, 11, porcupine.Illegal}, {10, 9, porcupine.Illegal}} { // A=10: no cart, so B cannot be 9 {
+		h := &History{SKUs: skus, Stock: 10, Ops: append(slices.Clone(ops),
+			op(4, 10, 11, read(0), left(0, c.a)), op(4, 12, 13, read(1), left(1, c.b)))}
+		if v := h.Check(10 * time.Second); v.Outcome != c.want {
+			t.Errorf("reads A=%d B=%d: Porcupine says %s, want %s", c.a, c.b, v.Outcome, c.want)
+		}
 	}
 }
