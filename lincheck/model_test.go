@@ -140,9 +140,10 @@ func TestModelSets(t *testing.T) {
 	for _, c := range []struct {
 		a, b int64
 		want porcupine.CheckResult
-	}{{10, 10, porcupine.Ok}, {6, 9, porcupine.Ok}, {9, 12, porcupine.Ok}, {7, 12, porcupine.Ok}, {5, 10, porcupine.Illegal}, {8, 11, porcupine.Illegal}, {10, 9, porcupine.Illegal}} { // A=10: no cart, so B cannot be 9 {
+	}{{10, 10, porcupine.Ok}, {6, 9, porcupine.Ok}, {9, 12, porcupine.Ok}, {7, 12, porcupine.Ok}, {5, 10, porcupine.Illegal}, {8, 11, porcupine.Illegal}, {10, 9, porcupine.Illegal}} {
+		// A, then B, then A again: the cart cannot fall between the reads of A unseen.
 		h := &History{SKUs: skus, Stock: 10, Ops: append(slices.Clone(ops),
-			op(4, 10, 11, read(0), left(0, c.a)), op(4, 12, 13, read(1), left(1, c.b)))}
+			op(4, 10, 11, read(0), left(0, c.a)), op(4, 12, 13, read(1), left(1, c.b)), op(4, 14, 15, read(0), left(0, c.a)))}
 		if v := h.Check(10 * time.Second); v.Outcome != c.want {
 			t.Errorf("reads A=%d B=%d: Porcupine says %s, want %s", c.a, c.b, v.Outcome, c.want)
 		}
