@@ -1,0 +1,104 @@
+package order_test
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/zkstock/zkstock/internal/ordertest"
+	"github.com/zkstock/zkstock/lincheck"
+	"github.com/zkstock/zkstock/order"
+)
+
+// linCheckTimeout bounds Porcupine's search; a search that times out proves nothing and fails.
+const linCheckTimeout = 30 * time.Second
+
+// checkHistory records a history with lincheck and checks it with Porcupine. A history found not
+// linearizable, or not decided in time, gets its visualization in out/porcupine/<test>-<mode>.html
+// at the repository root.
+func checkHistory(t *testing.T, name string, cfg lincheck.Config) lincheck.Verdict {
+	t.Helper()
+	h, err := lincheck.Record(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := h.Check(linCheckTimeout)
+	st := h.Stats
+	t.Logf("%s: %d operations (%d of unknown outcome) in %v; Porcupine: %s in %v; answers %v",
+		name, st.Ops, st.Unknown, h.Took.Round(time.Millisecond), v.Outcome, v.CheckTime.Round(time.Millisecond), st.Answers)
+	if st.BadRequests > 0 || st.BadAnswers > 0 {
+		t.Errorf("%d requests answered 400 and %d successes without the documented fields: the test or the API is wrong:\n%s",
+			st.BadRequests, st.BadAnswers, strings.Join(st.Problems, "\n"))
+	}
+	if v.Outcome != porcupine.Ok {
+		path := filepath.Join("..", "out", "porcupine", strings.NewReplacer("/", "-").Replace(t.Name())+".html")
+		if err := v.Visualize(path); err != nil {
+			t.Errorf("write the visualization: %v", err)
+		} else if abs, err := filepath.Abs(path); err == nil {
+			t.Logf("Porcupine's visualization of the history: %s", abs)
+		}
+	}
+	return v
+}
+
+// wantRichHistory fails unless the history had sales, sell-outs and restocks: a history without
+// them would check little.
+func wantRichHistory(t *testing.T, st lincheck.Stats) {
+	t.Helper()
+	a := st.Answers
+	if st.Ops < 100 || a["buy 201"]+a["cart 201"] == 0 || a["buy 409 out_of_stock"]+a["cart 409 out_of_stock"] == 0 || a["cancel 200"] == 0 || a["read 200"] == 0 {
+		t.Errorf("the history lacks sales, sell-outs, restocks or reads (%d operations): %v", st.Ops, a)
+	}
+}
+
+// Twelve clients buy single SKUs and carts of both, cancel their own orders and read the stock on
+// three replicas, in every lock mode; Porcupine checks each history against a sequential model of
+// the two SKUs' stock. Every locked mode is linearizable; none, with 2 ms of work inside what
+// should be the critical section and a small stock, is not (the negative control: the check can
+// fail). A last history switches the replicas' lock mode ten times while it runs.
+func TestLinearizable(t *testing.T) {
+	rs := ordertest.Start(t, 3, ordertest.Options{WorkDelay: 2 * time.Millisecond, LockTimeout: 5 * time.Second})
+	urls := []string{rs[0].URL, rs[1].URL, rs[2].URL}
+	cfg := func(name string, stock int64, d time.Duration) lincheck.Config {
+		return lincheck.Config{Replicas: urls, AdminToken: ordertest.AdminToken, SKUs: [2]string{"LIN-" + name + "-A", "LIN-" + name + "-B"},
+			Stock: stock, MaxQty: 2, Clients: 12, Duration: d, MaxOps: 1500, RequestTimeout: 15 * time.Second}
+	}
+	for _, mode := range order.LockModes {
+		t.Run(string(mode), func(t *testing.T) {
+			c := cfg(string(mode), 30, 3*time.Second)
+			c.Mode = string(mode)
+			if mode == order.ModeNone {
+				c.Stock = 10
+			}
+			v := checkHistory(t, string(mode), c)
+			if mode == order.ModeNone {
+				if v.Outcome != porcupine.Illegal {
+					t.Fatalf("mode none was found %s, want Illegal: without a lock concurrent deductions overwrite each other, and the check must see it", v.Outcome)
+				}
+				return
+			}
+			wantRichHistory(t, v.History.Stats)
+			if v.Outcome != porcupine.Ok {
+				t.Fatalf("mode %s: the history is %s, not linearizable (visualization in out/porcupine/, see above)", mode, v.Outcome)
+			}
+		})
+	}
+	t.Run("switching", func(t *testing.T) {
+		c := cfg("switch", 30, 8*time.Second)
+		c.Mode = string(order.ModeZK)
+		c.Switches = []string{"zk-herd", "zk", "redis-fenced", "zk", "zk-batch", "zk-herd", "redis-fenced", "zk-unfenced", "zk"}
+		c.MaxOps = 3000
+		v := checkHistory(t, "switching", c)
+		wantRichHistory(t, v.History.Stats)
+		if n := len(v.History.Annotations); n != len(c.Switches) {
+			t.Errorf("%d switches made, want %d", n, len(c.Switches))
+		}
+		if v.Outcome != porcupine.Ok {
+			t.Fatalf("switching modes %v under load: the history is %s, not linearizable (visualization in out/porcupine/, see above)", c.Switches, v.Outcome)
+		}
+	})
+}
