@@ -87,13 +87,13 @@ func Connect(ctx context.Context, servers []string, opts ...Option) (*Client, er
 	}
 	c.conn = conn
 	close(c.connReady)
-	go c.keepProving()
 	for _, a := range cfg.auth {
 		if err := conn.AddAuth(a.scheme, a.auth); err != nil {
 			conn.Close()
 			return nil, fmt.Errorf("dlock: connect: add %s auth: %w", a.scheme, err)
 		}
 	}
+	go c.keepProving() // ends with Close, which every return from here on makes sure of
 	if _, err := c.session(ctx); err != nil {
 		_ = c.Close()
 		return nil, fmt.Errorf("dlock: connect to %v: %w", servers, err)
