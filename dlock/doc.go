@@ -98,7 +98,7 @@
 // quorum and election links black-holed at 0 ms (TestLostClosesBeforeAnotherHoldsWhenTheFollowerIsCutOff):
 //
 //	                                  holder's Lost closed   other client held
-//	before (any answer moved S)       4049 ms, 4721 ms       1806 ms, 1846 ms
+//	before (any answer moved S)       4049 to 4721 ms        1699 to 1846 ms
 //	now, tick assumed (G = 667 ms)    973 to 1108 ms         1976 to 2093 ms
 //	now, WithServerTick(250ms)        1282 to 1301 ms        1977 to 2095 ms
 //
