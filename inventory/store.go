@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -24,9 +25,30 @@ type PoolOptions struct {
 	MaxIdle int // default 50
 }
 
+// Timeouts on every connection, unless the DSN sets its own readTimeout and writeTimeout. A
+// connection whose peer vanished without a reset (a dead host, a black-holed route) otherwise
+// hangs a reader until TCP gives up, minutes later, and a COMMIT, which the driver sends without
+// watching any context, hangs with it, inside the SKU's lock. The timeout bounds one read or
+// write of one statement's answer, so it must exceed the longest statement the service sends: a
+// row-lock wait behind another transaction (the fence claim, SELECT ... FOR UPDATE), which the
+// lock modes keep to one critical section's length, and the migration lock's 2 s waits.
+const (
+	defaultReadTimeout  = 10 * time.Second
+	defaultWriteTimeout = 10 * time.Second
+)
+
 // Open connects to the database at dsn (go-sql-driver syntax). It turns on clientFoundRows, so
 // that an UPDATE reports the rows it matched even when a value did not change (the fence claim
-// relies on it), and parseTime.
+// relies on it), and parseTime. It sets readTimeout and writeTimeout to 10 s unless the DSN sets
+// them, and every session's wait_timeout to commitIdleTimeout (see CommitBound): the server
+// ends a connection it has not heard from for that long, which rolls back its transaction, so a
+// transaction stranded behind a vanished client does not hold its row locks for hours. A pause
+// inside a transaction (WORK_DELAY) must stay shorter than that.
+//
+// Open refuses a database whose auto_increment_increment is not 1 (Galera's
+// wsrep_auto_increment_control and multi-primary setups raise it): a multi-row INSERT takes its
+// orders' ids from the first id and an increment of 1, as GORM assumes, so with any other
+// increment the orders a batch answers with would carry ids that are not theirs.
 func Open(ctx context.Context, dsn string, pool PoolOptions) (*Store, error) {
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
@@ -42,6 +64,17 @@ func Open(ctx context.Context, dsn string, pool PoolOptions) (*Store, error) {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 5 * time.Second
 	}
+	if cfg.ReadTimeout == 0 {
+		cfg.ReadTimeout = defaultReadTimeout
+	}
+	if cfg.WriteTimeout == 0 {
+		cfg.WriteTimeout = defaultWriteTimeout
+	}
+	if cfg.Params == nil {
+		cfg.Params = map[string]string{}
+	}
+	// The service's, whatever the DSN says: CommitBound counts on it.
+	cfg.Params["wait_timeout"] = strconv.Itoa(int(commitIdleTimeout / time.Second))
 	db, err := gorm.Open(gormmysql.Open(cfg.FormatDSN()), &gorm.Config{
 		Logger:                 logger.Discard,
 		SkipDefaultTransaction: true,
@@ -63,12 +96,39 @@ func Open(ctx context.Context, dsn string, pool PoolOptions) (*Store, error) {
 	sqlDB.SetMaxOpenConns(pool.MaxOpen)
 	sqlDB.SetMaxIdleConns(pool.MaxIdle)
 	sqlDB.SetConnMaxLifetime(30 * time.Minute)
+	// Retired before the server's wait_timeout ends them, so that a pooled connection is not
+	// found dead at its next use.
+	sqlDB.SetConnMaxIdleTime(commitIdleTimeout / 2)
 	s := &Store{db: db}
 	if err := s.Ping(ctx); err != nil {
 		_ = s.Close()
 		return nil, err
 	}
+	if err := s.checkAutoIncrement(ctx); err != nil {
+		_ = s.Close()
+		return nil, err
+	}
 	return s, nil
+}
+
+// ErrAutoIncrement: the database's auto_increment_increment is not 1; see Open.
+var ErrAutoIncrement = errors.New("inventory: auto_increment_increment must be 1")
+
+// checkAutoIncrement reads auto_increment_increment as the pool's sessions have it: the global
+// value, or the DSN's if it sets one, which the driver sets on every connection it opens. That
+// session value is what an INSERT uses.
+func (s *Store) checkAutoIncrement(ctx context.Context) error {
+	var inc sql.NullInt64
+	if err := s.db.WithContext(ctx).Raw("SELECT @@SESSION.auto_increment_increment").Scan(&inc).Error; err != nil {
+		return fmt.Errorf("inventory: read auto_increment_increment: %w", err)
+	}
+	if !inc.Valid || inc.Int64 != 1 {
+		return fmt.Errorf("%w, the database has %d: a multi-row insert of orders takes their ids from the first id "+
+			"and an increment of 1, so the orders of a batch would be answered with ids that are not theirs. "+
+			"Set auto_increment_increment=1 for this database's sessions (on Galera: wsrep_auto_increment_control=OFF "+
+			"and write to one node), or run zkstock on a single primary", ErrAutoIncrement, inc.Int64)
+	}
+	return nil
 }
 
 // Migrate creates or updates the tables. Replicas starting together on a fresh database would
@@ -77,12 +137,18 @@ func (s *Store) Migrate(ctx context.Context) error {
 	err := s.db.WithContext(ctx).Connection(func(conn *gorm.DB) error {
 		// Each statement in a fresh session: chained on conn they would share one statement.
 		session := func() *gorm.DB { return conn.Session(&gorm.Session{NewDB: true}) }
-		var got sql.NullInt64
-		if err := session().Raw("SELECT GET_LOCK('zkstock_migrate', 30)").Scan(&got).Error; err != nil {
-			return err
-		}
-		if !got.Valid || got.Int64 != 1 {
-			return errors.New("another replica held the migration lock for 30 s")
+		// Waits of 2 s, well inside the connection's read timeout, for up to 30 s in all.
+		for deadline := time.Now().Add(30 * time.Second); ; {
+			var got sql.NullInt64
+			if err := session().Raw("SELECT GET_LOCK('zkstock_migrate', 2)").Scan(&got).Error; err != nil {
+				return err
+			}
+			if got.Valid && got.Int64 == 1 {
+				break
+			}
+			if time.Now().After(deadline) {
+				return errors.New("another replica held the migration lock for 30 s")
+			}
 		}
 		defer session().Exec("SELECT RELEASE_LOCK('zkstock_migrate')")
 		if err := session().AutoMigrate(&Product{}, &Order{}, &TableLock{}, &Replica{}); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
@@ -37,10 +38,39 @@ func (s *Store) inTx(ctx context.Context, fn func(tx *gorm.DB) error) error {
 		}
 		return err
 	}
-	if err := tx.Commit().Error; err != nil {
-		return fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
+	return commit(ctx, tx)
+}
+
+// commit sends the COMMIT and waits for its answer, but not past ctx's deadline. The driver sends
+// a COMMIT without watching any context (database/sql's Tx.Commit takes none; only the statements
+// before it are cancelled with theirs), so on a connection whose peer vanished without a reset it
+// would wait for the connection's readTimeout (Open's default 10 s), or, without one, until TCP
+// gives up. When the deadline passes first, commit stops waiting and answers ErrOutcomeUnknown;
+// a goroutine keeps the transaction until the driver's read ends (answered, or at readTimeout),
+// and the connection goes back to the pool, or is discarded, then. A context cancelled without a
+// deadline passing (a client that hung up) does not cut a COMMIT short: its answer is near, and
+// an unknown outcome costs the caller far more.
+func commit(ctx context.Context, tx *gorm.DB) error {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		if err := tx.Commit().Error; err != nil {
+			return fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
+		}
+		return nil
 	}
-	return nil
+	answer := make(chan error, 1)
+	go func() { answer <- tx.Commit().Error }()
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	select {
+	case err := <-answer:
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
+		}
+		return nil
+	case <-timer.C:
+		return fmt.Errorf("%w: no answer to COMMIT by the context's deadline: %w", ErrOutcomeUnknown, context.DeadlineExceeded)
+	}
 }
 
 // ResolveRequest learns what became of a purchase whose commit outcome was unknown, by its
