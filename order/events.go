@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"sync"
 	"time"
@@ -15,7 +16,7 @@ import (
 	"github.com/zkstock/zkstock/inventory"
 )
 
-// The live page's updates: at most one every minEventGap per stream (about 20 a second), and one
+// The live page's updates: at most one every minEventGap per SKU (about 20 a second), and one
 // every rateTick at least, so that the rates move while nothing else does.
 const (
 	minEventGap  = 50 * time.Millisecond
@@ -25,89 +26,251 @@ const (
 	announceTick = 2 * time.Second
 )
 
-// feeds fans a SKU's changes out to the live page's streams: a sale or cancellation on this
-// replica, and the lock queue moving in ZooKeeper (one watcher per SKU that has streams).
+// A stream's reader must keep up: each event's write may wait streamWriteTimeout for the reader's
+// window, after which the stream is dropped and its place freed. streamSendBuffer caps what the
+// kernel holds for one stream (SO_SNDBUF; Linux doubles it): without it, loopback and fast links
+// let the buffer grow to megabytes, and a reader that stopped reading would be found out only
+// after minutes of events had been buffered for it.
+const (
+	streamWriteTimeout = 2 * time.Second
+	streamSendBuffer   = 16 << 10
+)
+
+// feeds fans a SKU's state out to the live page's streams. Each SKU that has streams has one
+// producer (skuFeed): it makes the snapshots (an audit, the lock queue, the replicas) at most once
+// every minEventGap, whatever the number of streams, when something changed (a sale or
+// cancellation on this replica, the lock queue moving in ZooKeeper) and every rateTick, and every
+// stream writes the latest one. The first stream of a SKU starts its producer, the last one to
+// leave stops it.
 type feeds struct {
-	mu       sync.Mutex
-	subs     map[string]map[chan struct{}]struct{}
-	watchers map[string]context.CancelFunc
-	open     int
-	ended    chan struct{} // closed when the server stops: every stream ends
-	endOnce  sync.Once
+	mu      sync.Mutex
+	skus    map[string]*skuFeed
+	open    int
+	ended   chan struct{} // closed when the server stops: every stream ends
+	endOnce sync.Once
+	views   lockViews // GET /v1/products/:sku/lock, shared and cached
+}
+
+// skuFeed is one SKU's producer and its streams; frame and seq are guarded by feeds.mu.
+type skuFeed struct {
+	sku     string
+	changed chan struct{} // something changed: make a snapshot
+	stop    context.CancelFunc
+	subs    map[*subscriber]struct{}
+	frame   []byte // the latest event, as written to every stream
+	seq     uint64 // frame's number, from 1
+}
+
+// subscriber is one stream.
+type subscriber struct {
+	wake chan struct{} // a new frame is out
+	// mu orders the stream's own deadline against the shutdown's: once ended, no later write
+	// deadline undoes the one that ended it.
+	mu    sync.Mutex
+	rc    *http.ResponseController
+	ended bool
+}
+
+// arm sets the deadline for the next write, unless the stream was ended.
+func (sub *subscriber) arm() bool {
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	if sub.ended {
+		return false
+	}
+	// An error means the connection cannot take deadlines (HTTP/2 without them, a test
+	// recorder): the server's own WriteTimeout is then all there is.
+	_ = sub.rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
+	return true
+}
+
+// end cuts short a write blocked on a reader that does not read.
+func (sub *subscriber) end() {
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	sub.ended = true
+	_ = sub.rc.SetWriteDeadline(time.Now())
 }
 
 func newFeeds() *feeds {
-	return &feeds{subs: map[string]map[chan struct{}]struct{}{}, watchers: map[string]context.CancelFunc{}, ended: make(chan struct{})}
+	return &feeds{skus: map[string]*skuFeed{}, ended: make(chan struct{}), views: newLockViews()}
 }
 
-// notify tells the SKU's streams that something changed; a stream that has not yet sent the last
-// change loses nothing by missing this one.
+// notify tells the SKU's producer that something changed; a producer that has not yet made its
+// next snapshot loses nothing by missing this one.
 func (f *feeds) notify(sku string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for ch := range f.subs[sku] {
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
+	if feed := f.skus[sku]; feed != nil {
+		poke(feed.changed)
 	}
+}
+
+func poke(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// publish makes frame the SKU's latest event and wakes its streams.
+func (f *feeds) publish(feed *skuFeed, frame []byte) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	feed.frame = frame
+	feed.seq++
+	for sub := range feed.subs {
+		poke(sub.wake)
+	}
+}
+
+// latest is the SKU's latest event and its number (0 before the first).
+func (f *feeds) latest(feed *skuFeed) ([]byte, uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return feed.frame, feed.seq
 }
 
 var errTooManyStreams = errors.New("too many live streams")
 
-// subscribe opens a stream on sku, if fewer than limit are open; the first stream of a SKU
-// starts its queue watcher, the last one to leave stops it.
-func (s *Server) subscribe(sku string) (<-chan struct{}, func(), error) {
+// subscribe opens a stream on sku, if fewer than EventStreams are open and the server is not
+// shutting down; the first stream of a SKU starts its producer, the last one to leave stops it.
+func (s *Server) subscribe(sku string, rc *http.ResponseController) (*skuFeed, *subscriber, func(), error) {
 	f := s.feeds
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	select {
+	case <-f.ended:
+		return nil, nil, nil, errStreamsEnded
+	default:
+	}
 	if f.open >= s.cfg.EventStreams {
-		return nil, nil, errTooManyStreams
+		return nil, nil, nil, errTooManyStreams
 	}
 	f.open++
-	ch := make(chan struct{}, 1)
-	if f.subs[sku] == nil {
-		f.subs[sku] = map[chan struct{}]struct{}{}
-		ctx, cancel := context.WithCancel(context.Background())
-		f.watchers[sku] = cancel
-		go s.watchQueue(ctx, sku)
+	feed := f.skus[sku]
+	if feed == nil {
+		ctx, stop := context.WithCancel(context.Background())
+		feed = &skuFeed{sku: sku, changed: make(chan struct{}, 1), stop: stop, subs: map[*subscriber]struct{}{}}
+		f.skus[sku] = feed
+		go s.produce(ctx, feed)
 	}
-	f.subs[sku][ch] = struct{}{}
-	return ch, func() {
+	sub := &subscriber{wake: make(chan struct{}, 1), rc: rc}
+	feed.subs[sub] = struct{}{}
+	if feed.seq > 0 {
+		poke(sub.wake) // the latest state at once, and a fresh one soon
+		poke(feed.changed)
+	}
+	return feed, sub, func() {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		f.open--
-		delete(f.subs[sku], ch)
-		if len(f.subs[sku]) == 0 {
-			delete(f.subs, sku)
-			f.watchers[sku]()
-			delete(f.watchers, sku)
+		delete(feed.subs, sub)
+		if len(feed.subs) == 0 {
+			feed.stop()
+			delete(f.skus, sku)
 		}
 	}, nil
 }
 
-// watchQueue turns every move of the SKU's lock queue into a notification, until ctx ends.
-func (s *Server) watchQueue(ctx context.Context, sku string) {
-	for {
-		err := s.locks.QueueChanged(ctx, lockPath(sku))
-		if ctx.Err() != nil {
-			return
+var errStreamsEnded = errors.New("shutting down")
+
+// produce makes the SKU's snapshots until ctx ends (its last stream left).
+func (s *Server) produce(ctx context.Context, feed *skuFeed) {
+	defer func() {
+		if v := recover(); v != nil { // a bug here must not take the replica down
+			s.log.Error("live page: producer panicked; its streams end", "sku", feed.sku, "panic", fmt.Sprint(v))
+			s.feeds.publish(feed, nil)
 		}
-		s.feeds.notify(sku)
-		if err != nil {
-			s.log.Debug("live page: queue watch", "sku", sku, "err", err)
-			select { // ZooKeeper is away: try again, without spinning
-			case <-time.After(500 * time.Millisecond):
+	}()
+	go s.watchQueue(ctx, feed)
+	meter := &rateMeter{}
+	tick := time.NewTicker(rateTick)
+	defer tick.Stop()
+	var last time.Time
+	for {
+		if wait := minEventGap - time.Since(last); wait > 0 {
+			select {
+			case <-time.After(wait):
 			case <-ctx.Done():
 				return
 			}
 		}
+		raw, err := json.Marshal(s.snapshot(ctx, feed.sku, meter))
+		if err != nil {
+			s.log.Error("live page: encode", "sku", feed.sku, "err", err)
+			s.feeds.publish(feed, nil)
+			return
+		}
+		last = time.Now()
+		if ctx.Err() != nil {
+			return
+		}
+		s.feeds.publish(feed, fmt.Appendf(nil, "event: state\ndata: %s\n\n", raw))
+		select {
+		case <-feed.changed:
+		case <-tick.C:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// watchQueue turns the moves of the SKU's lock queue into snapshots, until ctx ends. The producer
+// makes one every minEventGap at most, so the watch is set again no sooner either: under load a
+// queue moves hundreds of times a second, and each new watch is a ZooKeeper read. A move between
+// the watch firing and the next one being set is caught by the snapshot asked for just before it
+// is set.
+func (s *Server) watchQueue(ctx context.Context, feed *skuFeed) {
+	for {
+		err := s.locks.QueueChanged(ctx, lockPath(feed.sku))
+		if ctx.Err() != nil {
+			return
+		}
+		poke(feed.changed)
+		pause := minEventGap
+		if err != nil {
+			s.log.Debug("live page: queue watch", "sku", feed.sku, "err", err)
+			pause = 500 * time.Millisecond // ZooKeeper is away: try again, without spinning
+		}
+		select {
+		case <-time.After(pause):
+		case <-ctx.Done():
+			return
+		}
+		poke(feed.changed)
 	}
 }
 
 // EndStreams ends every live-page stream now and refuses new ones: called when the HTTP server
-// starts to shut down, which would otherwise wait for streams that never end by themselves.
-func (s *Server) EndStreams() { s.feeds.endOnce.Do(func() { close(s.feeds.ended) }) }
+// starts to shut down, which would otherwise wait for streams that never end by themselves. A
+// stream blocked on a reader that does not read is cut at once.
+func (s *Server) EndStreams() {
+	f := s.feeds
+	f.endOnce.Do(func() {
+		f.mu.Lock()
+		close(f.ended)
+		var subs []*subscriber
+		for _, feed := range f.skus {
+			for sub := range feed.subs {
+				subs = append(subs, sub)
+			}
+		}
+		f.mu.Unlock()
+		for _, sub := range subs {
+			sub.end()
+		}
+	})
+}
+
+// connKey carries a request's connection, for the streams' send buffer.
+type connKey struct{}
+
+// ConnContext is the http.Server's ConnContext: it lets a live stream size its connection's send
+// buffer (streamSendBuffer).
+func (s *Server) ConnContext(ctx context.Context, c net.Conn) context.Context {
+	return context.WithValue(ctx, connKey{}, c)
+}
 
 // snapshot is one update of the live page.
 type snapshot struct {
@@ -167,7 +330,9 @@ func (s *Server) snapshot(ctx context.Context, sku string, meter *rateMeter) sna
 }
 
 // events is GET /v1/events?sku=SKU: Server-Sent Events, one "state" event per change of the SKU
-// (its stock, its lock queue), coalesced to one every minEventGap, and one every rateTick.
+// (its stock, its lock queue), coalesced to one every minEventGap, and one every rateTick. The
+// SKU's producer makes them; a stream that falls behind skips to the latest, and one whose reader
+// does not take an event within streamWriteTimeout is dropped.
 func (s *Server) events(c *gin.Context) {
 	sku, ok := c.GetQuery("sku")
 	if !ok || len(c.Request.URL.Query()) != 1 {
@@ -183,61 +348,62 @@ func (s *Server) events(c *gin.Context) {
 		abortWith(c, readError(err))
 		return
 	}
-	select {
-	case <-s.feeds.ended:
+	rc := http.NewResponseController(c.Writer)
+	feed, sub, unsubscribe, err := s.subscribe(sku, rc)
+	switch {
+	case errors.Is(err, errStreamsEnded):
 		abortWith(c, newError(http.StatusServiceUnavailable, "shutting_down", "the replica is shutting down"))
 		return
-	default:
-	}
-	changes, unsubscribe, err := s.subscribe(sku)
-	if err != nil {
+	case err != nil:
 		abortWith(c, newError(http.StatusServiceUnavailable, "too_many_streams",
 			fmt.Sprintf("this replica serves at most %d live streams at once; try another replica or later", s.cfg.EventStreams)))
 		return
 	}
 	defer unsubscribe()
+	// The server's ReadTimeout would end the stream (its pending read of the idle connection
+	// times out and cancels the request), and its WriteTimeout would cut it: a stream has
+	// per-write deadlines instead. The errors mean a writer without deadlines (a test recorder).
+	_ = rc.SetReadDeadline(time.Time{})
+	if tc, ok := ctx.Value(connKey{}).(*net.TCPConn); ok {
+		if err := tc.SetWriteBuffer(streamSendBuffer); err != nil {
+			s.log.Debug("live page: send buffer", "err", err)
+		}
+	}
+	if !sub.arm() {
+		return
+	}
 	w := c.Writer
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.Header().Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	meter := &rateMeter{}
-	tick := time.NewTicker(rateTick)
-	defer tick.Stop()
-	var last time.Time
-	pending := true
+	w.WriteHeaderNow()
+	if err := rc.Flush(); err != nil {
+		return
+	}
+	var sent uint64
 	for {
-		if pending {
-			if wait := minEventGap - time.Since(last); wait > 0 {
-				select {
-				case <-time.After(wait):
-				case <-ctx.Done():
-					return
-				case <-s.feeds.ended:
-					return
-				}
-			}
-			raw, err := json.Marshal(s.snapshot(ctx, sku, meter))
-			if err != nil {
-				s.log.Error("live page: encode", "err", err)
-				return
-			}
-			if _, err := fmt.Fprintf(w, "event: state\ndata: %s\n\n", raw); err != nil {
-				return
-			}
-			w.Flush()
-			last, pending = time.Now(), false
-		}
 		select {
-		case <-changes:
-			pending = true
-		case <-tick.C:
-			pending = true
+		case <-sub.wake:
 		case <-ctx.Done():
 			return
 		case <-s.feeds.ended:
 			return
 		}
+		frame, seq := s.feeds.latest(feed)
+		if seq == sent {
+			continue
+		}
+		if frame == nil || !sub.arm() { // the producer failed, or the server is shutting down
+			return
+		}
+		if _, err := w.Write(frame); err != nil {
+			return
+		}
+		if err := rc.Flush(); err != nil {
+			return
+		}
+		sent = seq
 	}
 }
 

@@ -1,11 +1,15 @@
 package order
 
 import (
+	"context"
 	"net/http"
 	"strconv"
+	"sync"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/zkstock/zkstock/dlock"
 	"github.com/zkstock/zkstock/inventory"
 )
 
@@ -111,4 +115,112 @@ func (s *Server) productOrders(c *gin.Context) {
 func positiveID(s string) (int64, bool) {
 	n, err := strconv.ParseInt(s, 10, 64)
 	return n, err == nil && n >= 1 && s == strconv.FormatInt(n, 10)
+}
+
+// The lock view, GET /v1/products/:sku/lock, reads ZooKeeper once for every caller within
+// lockViewFresh: one children read and up to lockQueueShown data reads a time, per SKU and
+// replica, however many ask (at most about 1,000 reads a second for a queue of 100 or more). Kept
+// short, so that a caller polling it still sees a holding of a few hundred milliseconds. lockViewReaders bounds the reads in flight across SKUs, so that
+// callers cycling through SKUs cannot multiply them either.
+const (
+	lockQueueShown  = 100
+	lockViewFresh   = 100 * time.Millisecond
+	lockViewReaders = 4
+	lockViewKept    = 1024 // SKUs whose last view is kept; beyond, stale ones are forgotten
+	lockViewTimeout = 3 * time.Second
+)
+
+// lockView is one read of a SKU's lock queue, shared by every caller within lockViewFresh of it.
+type lockView struct {
+	ready chan struct{} // closed once read; then the fields below are fixed
+	at    time.Time     // when the read began
+	queue []dlock.QueueEntry
+	total int
+	err   error
+}
+
+type lockViews struct {
+	mu    sync.Mutex
+	views map[string]*lockView
+	slots chan struct{}
+}
+
+func newLockViews() lockViews {
+	return lockViews{views: map[string]*lockView{}, slots: make(chan struct{}, lockViewReaders)}
+}
+
+// lockView answers the SKU's lock queue as read at most lockViewFresh ago, or waits for the read
+// under way.
+func (s *Server) lockView(ctx context.Context, sku string) (*lockView, error) {
+	vs := &s.feeds.views
+	vs.mu.Lock()
+	if v := vs.views[sku]; v != nil {
+		select {
+		case <-v.ready:
+			if time.Since(v.at) < lockViewFresh {
+				vs.mu.Unlock()
+				return v, nil
+			}
+		default:
+			vs.mu.Unlock()
+			return waitView(ctx, v)
+		}
+	}
+	if len(vs.views) >= lockViewKept {
+		for k, old := range vs.views {
+			select {
+			case <-old.ready:
+				if time.Since(old.at) >= lockViewFresh {
+					delete(vs.views, k)
+				}
+			default:
+			}
+		}
+	}
+	v := &lockView{ready: make(chan struct{}), at: time.Now()}
+	vs.views[sku] = v
+	vs.mu.Unlock()
+	// Read for everyone who asks meanwhile, so not cut short if this caller leaves.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lockViewTimeout)
+	defer cancel()
+	select {
+	case vs.slots <- struct{}{}:
+		v.queue, v.total, v.err = s.locks.Queue(rctx, lockPath(sku), lockQueueShown)
+		<-vs.slots
+	case <-rctx.Done():
+		v.err = rctx.Err()
+	}
+	close(v.ready)
+	return waitView(ctx, v)
+}
+
+func waitView(ctx context.Context, v *lockView) (*lockView, error) {
+	select {
+	case <-v.ready:
+		return v, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// lockQueue is GET /v1/products/:sku/lock: the lock's queue as ZooKeeper held it at most
+// lockViewFresh ago.
+func (s *Server) lockQueue(c *gin.Context) {
+	sku := c.Param("sku")
+	if e := validSKU(sku); e != nil {
+		abortWith(c, e)
+		return
+	}
+	ctx, cancel := context.WithTimeout(c.Request.Context(), lockViewTimeout)
+	defer cancel()
+	v, err := s.lockView(ctx, sku)
+	if err == nil {
+		err = v.err
+	}
+	if err != nil {
+		s.log.Warn("read lock queue", "sku", sku, "err", err)
+		abortWith(c, newError(http.StatusServiceUnavailable, "lock_unavailable", "ZooKeeper did not answer"))
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"sku": sku, "path": lockPath(sku), "queue": v.queue, "total": v.total})
 }

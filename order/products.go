@@ -1,10 +1,8 @@
 package order
 
 import (
-	"context"
 	"errors"
 	"net/http"
-	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -45,27 +43,6 @@ func (s *Server) audit(c *gin.Context) {
 		return
 	}
 	c.JSON(http.StatusOK, a)
-}
-
-// lockQueue is GET /v1/products/:sku/lock: the lock's queue as ZooKeeper holds it now.
-// lockQueueShown bounds what GET /v1/products/:sku/lock reads: one ZooKeeper request per entry.
-const lockQueueShown = 100
-
-func (s *Server) lockQueue(c *gin.Context) {
-	sku := c.Param("sku")
-	if e := validSKU(sku); e != nil {
-		abortWith(c, e)
-		return
-	}
-	ctx, cancel := context.WithTimeout(c.Request.Context(), 3*time.Second)
-	defer cancel()
-	q, total, err := s.locks.Queue(ctx, lockPath(sku), lockQueueShown)
-	if err != nil {
-		s.log.Warn("read lock queue", "sku", sku, "err", err)
-		abortWith(c, newError(http.StatusServiceUnavailable, "lock_unavailable", "ZooKeeper did not answer"))
-		return
-	}
-	c.JSON(http.StatusOK, gin.H{"sku": sku, "path": lockPath(sku), "queue": q, "total": total})
 }
 
 func readError(err error) *apiError {

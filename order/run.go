@@ -16,6 +16,22 @@ import (
 // shutdownGrace bounds how long in-flight purchases may take to finish on shutdown.
 const shutdownGrace = 30 * time.Second
 
+// The HTTP server's timeouts, so that no client holds a connection, a goroutine or a shutdown
+// for long by sending or reading slowly. Requests are small (a body of at most 4 KiB), so a
+// request must arrive whole within readTimeout. A response must be written within the longest a
+// handler may take, writeTimeout: the wait for the lock (LOCK_TIMEOUT), the work inside it
+// (WORK_DELAY), and writeMargin for the transaction, an unanswered COMMIT's resolution and the
+// release. Live streams (GET /v1/events) lift both and set a deadline per event instead
+// (streamWriteTimeout). Variables, so that tests can shorten them.
+var (
+	readHeaderTimeout = 5 * time.Second
+	readTimeout       = 10 * time.Second
+	writeMargin       = 60 * time.Second
+	idleTimeout       = 60 * time.Second
+)
+
+func writeTimeout(cfg Config) time.Duration { return cfg.LockTimeout + cfg.WorkDelay + writeMargin }
+
 // Run connects to ZooKeeper and the database, creates the tables, and serves until ctx ends.
 // Then it stops accepting, lets in-flight purchases finish, closes the lock client (its nodes go
 // at once) and the database.
@@ -50,7 +66,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("orderd: listen: %w", err)
 	}
-	httpSrv := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 60 * time.Second}
+	httpSrv := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: readHeaderTimeout, ReadTimeout: readTimeout,
+		WriteTimeout: writeTimeout(cfg), IdleTimeout: idleTimeout, ConnContext: srv.ConnContext}
 	httpSrv.RegisterOnShutdown(srv.EndStreams) // Shutdown waits for handlers; live streams never end by themselves
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- httpSrv.Serve(ln) }()
