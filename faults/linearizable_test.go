@@ -75,7 +75,7 @@ func (l *linHistory) check() {
 	}
 	v := h.Check(linCheckTimeout)
 	st := h.Stats
-	t.Logf("linearizability (%s): %d operations, %d of unknown outcome (%d found done, %d not done after), Porcupine: %s in %v; answers %v",
+	t.Logf("linearizability (%s): %d operations checked; %d answers of unknown outcome, of which a retry found %d done and %d not done; Porcupine: %s in %v; answers %v",
 		l.mode, st.Ops, st.Unknown, st.FoundDone, st.FoundNotDone, v.Outcome, v.CheckTime.Round(time.Millisecond), st.Answers)
 	if st.BadRequests > 0 || st.BadAnswers > 0 {
 		t.Errorf("linearizability history: %d requests answered 400 and %d answers without the documented fields:\n%s",

@@ -97,8 +97,10 @@ func (c *Config) defaults() error {
 
 // Stats count what the history holds.
 type Stats struct {
-	Ops     int // operations in the history
-	Unknown int // of them, of unknown outcome
+	Ops int // operations in the history
+	// Unknown counts the answers of unknown outcome; those that a retry after the history found
+	// not done are left out of Ops (see FoundNotDone).
+	Unknown int
 	// Answers counts answers by operation and status: "buy 201", "cart 409 out_of_stock",
 	// "cancel 503 outcome_unknown", "read cut" (no answer).
 	Answers map[string]int
