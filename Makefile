@@ -45,10 +45,11 @@ compose-test: compose-check
 	scripts/compose/test.sh
 
 ## screenshots: the live page (GET /) in headless Chromium during loads in modes none, zk and
-## zk-herd, saved to docs/images/live-page-*.png for the tutorials
+## zk-herd, saved to docs/images/live-page-*.png for the tutorials, and Porcupine's visualization
+## of a history in mode none, docs/images/porcupine-none.png (tutorial 9)
 screenshots:
 	scripts/ensure-tools.sh
-	$(SERVERS) run --no-ensemble -- env SCREENSHOT_DIR=$(CURDIR)/docs/images $(GO) test -count=1 -run TestLivePageInChromium -v ./order
+	$(SERVERS) run --no-ensemble -- env SCREENSHOT_DIR=$(CURDIR)/docs/images $(GO) test -count=1 -run 'TestLivePageInChromium|TestLinearizabilityPicture' -v ./order
 
 ## scale: purchases/s against 1, 10, 100 and 1000 SKUs (uniform and Zipf) for zk, zk-batch,
 ## db-forupdate, db-cas and redis-fenced, with a standalone ZooKeeper and the 3-node ensemble, next

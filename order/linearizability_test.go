@@ -1,13 +1,16 @@
 package order_test
 
 import (
+	"cmp"
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/anishathalye/porcupine"
+	"github.com/chromedp/chromedp"
 
 	"github.com/zkstock/zkstock/internal/ordertest"
 	"github.com/zkstock/zkstock/lincheck"
@@ -28,8 +31,8 @@ func checkHistory(t *testing.T, name string, cfg lincheck.Config) lincheck.Verdi
 	}
 	v := h.Check(linCheckTimeout)
 	st := h.Stats
-	t.Logf("%s: %d operations (%d of unknown outcome) in %v; Porcupine: %s in %v; answers %v",
-		name, st.Ops, st.Unknown, h.Took.Round(time.Millisecond), v.Outcome, v.CheckTime.Round(time.Millisecond), st.Answers)
+	t.Logf("%s: %d operations checked, recorded in %v; %d answers of unknown outcome (a retry found %d done, %d not done); Porcupine: %s in %v; answers %v",
+		name, st.Ops, h.Took.Round(time.Millisecond), st.Unknown, st.FoundDone, st.FoundNotDone, v.Outcome, v.CheckTime.Round(time.Millisecond), st.Answers)
 	if st.BadRequests > 0 || st.BadAnswers > 0 {
 		t.Errorf("%d requests answered 400 and %d successes without the documented fields: the test or the API is wrong:\n%s",
 			st.BadRequests, st.BadAnswers, strings.Join(st.Problems, "\n"))
@@ -101,4 +104,62 @@ func TestLinearizable(t *testing.T) {
 			t.Fatalf("switching modes %v under load: the history is %s, not linearizable (visualization in out/porcupine/, see above)", c.Switches, v.Outcome)
 		}
 	})
+}
+
+// Porcupine's visualization of a history in mode none renders in headless Chromium without
+// errors, and "jump to first error" selects an operation that no linearization can place next
+// (red). The picture goes to out/porcupine-none.png (docs/images with make screenshots) for
+// tutorial 9.
+func TestLinearizabilityPicture(t *testing.T) {
+	ctx, problems := browser(t)
+	rs := ordertest.Start(t, 3, ordertest.Options{Mode: order.ModeNone, WorkDelay: 2 * time.Millisecond})
+	h, err := lincheck.Record(ctx, lincheck.Config{Replicas: []string{rs[0].URL, rs[1].URL, rs[2].URL}, AdminToken: ordertest.AdminToken,
+		SKUs: [2]string{"PIC-A", "PIC-B"}, Stock: 10, MaxQty: 2, Clients: 12, Duration: 2 * time.Second, MaxOps: 300})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := h.Check(linCheckTimeout)
+	if v.Outcome != porcupine.Illegal {
+		t.Fatalf("mode none: %d operations found %s, want Illegal", h.Stats.Ops, v.Outcome)
+	}
+	page := filepath.Join(t.TempDir(), "none.html")
+	if err := v.Visualize(page); err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(ctx, chromedp.Navigate("file://"+page)); err != nil {
+		t.Fatalf("open the visualization: %v", err)
+	}
+	waitPage(t, ctx, 10*time.Second, "the history drawn", func() (bool, error) {
+		n, err := count(ctx, ".history-rect")
+		return n >= h.Stats.Ops, err
+	})
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.querySelector("#jump-link").dispatchEvent(new MouseEvent("click", {bubbles: true}))`)); err != nil {
+		t.Fatal(err)
+	}
+	waitPage(t, ctx, 10*time.Second, "an operation selected, with a red next step", func() (bool, error) {
+		sel, err := count(ctx, ".history-rect.selected")
+		if err != nil {
+			return false, err
+		}
+		red, err := chromedp.Run(ctx, chromedp.Evaluate[int](
+			`[...document.querySelectorAll(".linearization-invalid.linearization-point")].filter(e => !e.closest(".hidden")).length`))
+		return sel == 1 && red > 0, err
+	})
+	time.Sleep(time.Second) // the jump scrolls smoothly
+	if p := problems(); len(p) > 0 {
+		t.Fatalf("the visualization logged errors: %v", p)
+	}
+	dir := cmp.Or(os.Getenv("SCREENSHOT_DIR"), filepath.Join("..", "out"))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "porcupine-none.png")
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d operations, %s; picture: %s", h.Stats.Ops, v.Outcome, path)
 }
