@@ -118,8 +118,9 @@ func (l *Lease) Context() context.Context { return l.ctx }
 // Lost is closed when the holding can no longer be trusted, and always before ZooKeeper can give
 // the lock to anyone else: when the session expires or the client closes, when the node is deleted
 // by someone else, and when nothing has proved the session alive for nine tenths of the session
-// timeout the server granted (counted from the send time of the last request it answered), which
-// covers a connection reset and a silent partition alike. Stop the critical section then. Unlock
+// timeout the server granted (counted from the latest request that a sync or a write, which only
+// the leader answers, proves the leader has heard of: see heard.go), which covers a connection
+// reset, a silent partition and a follower cut off from its leader alike. Stop the critical section then. Unlock
 // does not close it.
 //
 // It is judged when called, not only when a timer goroutine gets to run: a process that wakes from
