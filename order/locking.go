@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/zkstock/zkstock/dlock"
 	"github.com/zkstock/zkstock/inventory"
 )
 
@@ -108,7 +109,12 @@ func (s *Server) withLock(ctx context.Context, log *slog.Logger, acquire func(co
 	defer func() {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 		defer cancel()
-		if err := rel(rctx); err != nil {
+		switch err := rel(rctx); {
+		case errors.Is(err, dlock.ErrReleasePending):
+			// ZooKeeper is unreachable for now: the delete goes on in the background, and the
+			// node goes with the session at the latest. Nothing for anyone to act on.
+			log.Debug("lock release pending", "err", err)
+		case err != nil:
 			log.Warn("lock release", "err", err)
 		}
 		s.metrics.lockHold.Observe(time.Since(heldSince).Seconds())
