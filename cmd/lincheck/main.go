@@ -81,6 +81,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "mode\toperations\tunknown outcomes\tfound done\tfound not done\tlinearizable\tcheck time\t")
 	failed := false
+	var notes []string // said after the table
 	for _, mode := range split(*modes) {
 		h, err := lincheck.Record(ctx, lincheck.Config{
 			Replicas: split(*replicas), AdminToken: *adminToken, Mode: mode, SKUs: [2]string{*sku + "-" + mode + "-A", *sku + "-" + mode + "-B"},
@@ -97,24 +98,29 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\t\n", mode, st.Ops, st.Unknown, st.FoundDone, st.FoundNotDone, verdict, v.CheckTime.Round(time.Millisecond))
 		if st.BadRequests > 0 || st.BadAnswers > 0 {
 			failed = true
-			fmt.Fprintf(stderr, "lincheck: %s: %d requests answered 400 and %d answers without the documented fields:\n  %s\n",
-				mode, st.BadRequests, st.BadAnswers, strings.Join(st.Problems, "\n  "))
+			notes = append(notes, fmt.Sprintf("%s: %d requests answered 400 and %d answers without the documented fields:\n  %s",
+				mode, st.BadRequests, st.BadAnswers, strings.Join(st.Problems, "\n  ")))
 		}
 		if v.Outcome != porcupine.Ok {
 			failed = true
+			what := map[porcupine.CheckResult]string{porcupine.Illegal: "not linearizable", porcupine.Unknown: "undecided within " + checkLimit.String()}[v.Outcome]
 			if *vizDir != "" {
 				path := filepath.Join(*vizDir, "lincheck-"+mode+".html")
 				if err := v.Visualize(path); err != nil {
-					fmt.Fprintf(stderr, "lincheck: %v\n", err)
+					notes = append(notes, err.Error())
 				} else {
-					fmt.Fprintf(stderr, "lincheck: %s: not linearizable; visualization in %s\n", mode, path)
+					what += "; visualization in " + path
 				}
 			}
+			notes = append(notes, mode+": "+what)
 		}
 	}
 	if err := tw.Flush(); err != nil {
 		fmt.Fprintf(stderr, "lincheck: %v\n", err)
 		return 1
+	}
+	for _, n := range notes {
+		fmt.Fprintf(stderr, "lincheck: %s\n", n)
 	}
 	if failed {
 		return 1
