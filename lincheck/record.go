@@ -181,8 +181,12 @@ func Start(ctx context.Context, cfg Config) (*Recorder, error) {
 	}
 	for _, sku := range cfg.SKUs {
 		body := fmt.Sprintf(`{"stock":%d}`, cfg.Stock)
-		if st, raw, err := r.send(ctx, http.MethodPut, cfg.Replicas[0]+"/admin/products/"+url.PathEscape(sku), body, true, nil); err != nil || st != http.StatusOK {
-			return nil, fmt.Errorf("lincheck: reset %s: %d %s: %w", sku, st, raw, err)
+		st, raw, err := r.send(ctx, http.MethodPut, cfg.Replicas[0]+"/admin/products/"+url.PathEscape(sku), body, true, nil)
+		if err != nil {
+			return nil, fmt.Errorf("lincheck: reset %s: %w", sku, err)
+		}
+		if st != http.StatusOK {
+			return nil, fmt.Errorf("lincheck: reset %s: %d %s", sku, st, strings.TrimSpace(string(raw)))
 		}
 	}
 	r.t0 = time.Now()
