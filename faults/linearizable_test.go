@@ -85,10 +85,13 @@ func (l *linHistory) check() {
 		return
 	}
 	path := filepath.Join("..", "out", "porcupine", strings.ReplaceAll(t.Name(), "/", "-")+".html")
+	if err := h.WriteFile(strings.TrimSuffix(path, ".html") + ".json"); err != nil {
+		t.Errorf("save the history: %v", err)
+	}
 	if err := v.Visualize(path); err != nil {
 		t.Errorf("the history beside the buyers is %s, not linearizable; its visualization could not be written: %v", v.Outcome, err)
 		return
 	}
 	abs, _ := filepath.Abs(path)
-	t.Errorf("the history beside the buyers is %s, not linearizable in %s: Porcupine's visualization in %s", v.Outcome, l.mode, abs)
+	t.Errorf("the history beside the buyers is %s, not linearizable in %s: Porcupine's visualization in %s (the history beside it, .json, for lincheck -check)", v.Outcome, l.mode, abs)
 }

@@ -1,6 +1,8 @@
 package lincheck
 
 import (
+	"path/filepath"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -147,5 +149,31 @@ func TestModelSets(t *testing.T) {
 		if v := h.Check(10 * time.Second); v.Outcome != c.want {
 			t.Errorf("reads A=%d B=%d: Porcupine says %s, want %s", c.a, c.b, v.Outcome, c.want)
 		}
+	}
+}
+
+// A history saved and read back checks the same.
+func TestHistoryFile(t *testing.T) {
+	h := &History{SKUs: skus, Stock: 10, Ops: []porcupine.Operation{
+		op(0, 0, 10, buy(0, 1), left(0, 9)),
+		op(1, 1, 9, buy(0, 1), left(0, 9)),
+		op(2, 1, 1000, Input{Kind: Cart, Qty: [2]int64{1, 2}}, unknown),
+	}, Annotations: []porcupine.Annotation{{Tag: "lock mode", Start: 5, End: 6, Description: "→ zk"}}}
+	for i := range h.Ops {
+		h.Ops[i].Metadata = "replica 1, key k" // the recorder's metadata is a string
+	}
+	path := filepath.Join(t.TempDir(), "h", "history.json")
+	if err := h.WriteFile(path); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadHistory(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, h) {
+		t.Fatalf("read back %+v\nwant %+v", got, h)
+	}
+	if v := got.Check(10 * time.Second); v.Outcome != porcupine.Illegal {
+		t.Fatalf("read back, the lost update is %s", v.Outcome)
 	}
 }

@@ -38,11 +38,18 @@ func checkHistory(t *testing.T, name string, cfg lincheck.Config) lincheck.Verdi
 			st.BadRequests, st.BadAnswers, strings.Join(st.Problems, "\n"))
 	}
 	if v.Outcome != porcupine.Ok {
-		path := filepath.Join("..", "out", "porcupine", strings.NewReplacer("/", "-").Replace(t.Name())+".html")
-		if err := v.Visualize(path); err != nil {
+		base := filepath.Join("..", "out", "porcupine", strings.NewReplacer("/", "-").Replace(t.Name()))
+		if err := v.Visualize(base + ".html"); err != nil {
 			t.Errorf("write the visualization: %v", err)
-		} else if abs, err := filepath.Abs(path); err == nil {
+		} else if abs, err := filepath.Abs(base + ".html"); err == nil {
 			t.Logf("Porcupine's visualization of the history: %s", abs)
+		}
+		// Under the race detector Porcupine runs several times slower: an undecided check may
+		// decide outside it, with go run ./cmd/lincheck -check FILE -viz DIR.
+		if err := h.WriteFile(base + ".json"); err != nil {
+			t.Errorf("save the history: %v", err)
+		} else if abs, err := filepath.Abs(base + ".json"); err == nil {
+			t.Logf("the history, to check again with go run ./cmd/lincheck -check %s -viz out/porcupine: %s", abs, abs)
 		}
 	}
 	return v

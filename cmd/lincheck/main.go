@@ -55,6 +55,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		checkLimit = fs.Duration("check-timeout", 60*time.Second, "longest Porcupine may search; a search cut short decides nothing and fails")
 		keep       = fs.Bool("keep-unknown", false, "do not resend operations of unknown outcome after the history to learn whether they were done")
 		vizDir     = fs.String("viz", "", "write Porcupine's HTML visualization of each history that is not linearizable to DIR/lincheck-MODE.html")
+		check      = fs.String("check", "", "record nothing: check the history saved in this file (a failed test's out/porcupine/*.json) again")
 	)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -74,6 +75,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return usage("-replicas: no replica URL")
 	case split(*modes) == nil:
 		return usage("-modes: no lock mode")
+	case *check != "":
+		return checkFile(*check, *checkLimit, *vizDir, stdout, stderr)
 	case *duration <= 0 || *clients < 1 || *maxOps < 1 || *stock < 0 || *maxQty < 1 || *timeout <= 0:
 		return usage("-duration, -timeout, -clients, -max-ops and -max-qty must be positive, -stock at least 0")
 	}
@@ -137,4 +140,29 @@ func split(s string) []string {
 		}
 	}
 	return out
+}
+
+// checkFile checks a saved history again, with a visualization if it is not linearizable.
+func checkFile(path string, limit time.Duration, vizDir string, stdout, stderr io.Writer) int {
+	h, err := lincheck.ReadHistory(path)
+	if err != nil {
+		fmt.Fprintf(stderr, "lincheck: %v\n", err)
+		return 1
+	}
+	v := h.Check(limit)
+	fmt.Fprintf(stdout, "%s: %d operations, %s=%d and %s=%d at the start: %s in %v\n", path, len(h.Ops), h.SKUs[0], h.Stock, h.SKUs[1], h.Stock,
+		map[porcupine.CheckResult]string{porcupine.Ok: "linearizable", porcupine.Illegal: "NOT linearizable", porcupine.Unknown: "undecided"}[v.Outcome],
+		v.CheckTime.Round(time.Millisecond))
+	if v.Outcome == porcupine.Ok {
+		return 0
+	}
+	if vizDir != "" {
+		viz := filepath.Join(vizDir, strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))+".html")
+		if err := v.Visualize(viz); err != nil {
+			fmt.Fprintf(stderr, "lincheck: %v\n", err)
+		} else {
+			fmt.Fprintf(stderr, "lincheck: visualization in %s\n", viz)
+		}
+	}
+	return 1
 }
