@@ -49,7 +49,7 @@ func checkHistory(t *testing.T, name string, cfg lincheck.Config) lincheck.Verdi
 		if err := h.WriteFile(base + ".json"); err != nil {
 			t.Errorf("save the history: %v", err)
 		} else if abs, err := filepath.Abs(base + ".json"); err == nil {
-			t.Logf("the history, to check again with go run ./cmd/lincheck -check %s -viz out/porcupine: %s", abs, abs)
+			t.Logf("the history, to check again outside the race detector: go run ./cmd/lincheck -check %s -viz out/porcupine", abs)
 		}
 	}
 	return v
