@@ -74,11 +74,13 @@ demo-down:
 
 ## bench: dlock against go-zookeeper's zk.Lock, Curator's InterProcessMutex and kazoo's Lock, 1, 3
 ## and 30 contenders, side by side: a warm-up, then BENCH_ROUNDS rounds that alternate the four,
-## summed up by benchstat (raw lines in out/)
+## summed up by benchstat (raw lines in out/). BENCH_BEFORE=DIR (a git worktree of an earlier
+## commit) adds that tree's dlock to every round, and a table of both against zk.Lock
 bench:
 	@mkdir -p out
 	$(SERVERS) run --no-ensemble -- scripts/bench.sh $(BENCH_ROUNDS) $(BENCHTIME) out/bench-mutex.txt
-	$(GO) tool benchstat -col /impl out/bench-mutex.txt
+	$(GO) tool benchstat -col '/impl@(dlock zklock curator kazoo)' out/bench-mutex.txt
+	$(if $(BENCH_BEFORE),$(GO) tool benchstat -col '/impl@(zklock dlock-before dlock curator)' out/bench-mutex.txt)
 
 ## servers-start / servers-stop: keep servers running for go test by hand (source .servers/env.sh)
 servers-start:

@@ -58,13 +58,18 @@ func (c *Client) acquire(ctx context.Context, dir string, k nodename.Kind, try b
 // waitTurn waits until no node ahead of n blocks it, watching only the nearest blocker. Sequence
 // numbers only grow, so the set of nodes ahead of n can shrink but never gain a member: when the
 // watched node was the last blocker n knew of, n holds the lock without reading the queue again.
+//
+// Any read of the queue that shows n will do, however it was sent (readQueue): n is in it, so it
+// was taken after n's create was applied, and so after every node ahead of n was created (their
+// sequence numbers are lower: ZooKeeper gave them out earlier, in the order every server applies
+// the changes in). A node ahead of n that the read does not show was deleted before it, for good.
 func (c *Client) waitTurn(ctx context.Context, n *ownNode, try bool) (*Lease, error) {
 	var ahead []nodename.Node
 	var removing map[string]bool
 	readQueue := true
 	for {
 		if readQueue {
-			kids, st, err := c.children(ctx, n.dir)
+			kids, st, err := c.readQueue(ctx, n)
 			if err != nil && !errors.Is(err, zk.ErrNoNode) {
 				c.discard(ctx, n.path, n.owner)
 				return nil, err
@@ -124,6 +129,27 @@ func (c *Client) waitTurn(ctx context.Context, n *ownNode, try bool) (*Lease, er
 			return nil, ErrClosed
 		}
 	}
+}
+
+// readQueue reads the queue n waits in. The first time, it takes the read sent behind n's create
+// instead, if that one shows n; a read that does not show n (sent on another connection after a
+// reconnection, to a server that had not applied the create yet; or failed) is dropped, and the
+// queue read again as if it had never been sent.
+func (c *Client) readQueue(ctx context.Context, n *ownNode) ([]string, *zk.Stat, error) {
+	if behind := n.behind; behind != nil {
+		n.behind = nil
+		select {
+		case r := <-behind:
+			if r.err == nil && slices.Contains(r.kids, n.node.Name) {
+				return r.kids, r.st, nil
+			}
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		case <-c.closedCh:
+			return nil, nil, ErrClosed
+		}
+	}
+	return c.children(ctx, n.dir)
 }
 
 // fencingToken is the lock path's creation zxid plus the node's sequence count, by the rule every

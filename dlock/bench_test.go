@@ -135,6 +135,7 @@ func benchDlock(b *testing.B, contenders int) {
 	n := float64(s.Acquisitions)
 	b.ReportMetric(float64(s.WatchEvents)/n, "wakeups/acq")
 	b.ReportMetric(float64(s.Ops())/n, "zkops/acq")
+	b.ReportMetric(float64(s.RoundTrips())/n, "roundtrips/acq")
 }
 
 func benchZKLock(b *testing.B, contenders int) {

@@ -34,6 +34,11 @@ type Client struct {
 	timeout            atomic.Int64 // negotiated session timeout
 	lostWhileConnected atomic.Bool
 
+	// Creates waiting to be sent, by path: a lock sends its queue read once its create is out
+	// (readBehind in create.go; heardConn reports the send).
+	creatingMu sync.Mutex
+	creating   map[string]chan struct{}
+
 	// The session state machine (session.go).
 	mu            sync.Mutex
 	state         sessionState

@@ -20,6 +20,17 @@ type ownNode struct {
 	node  nodename.Node
 	owner int64 // session that created it
 	token int64 // the fencing token, set by the first read of the queue
+
+	// behind is the queue read sent right behind the create, before its reply (nil when none
+	// was): waitTurn's first look at the queue, if it shows this node.
+	behind <-chan queueRead
+}
+
+// queueRead is one read of a lock path's children, with the path's stat.
+type queueRead struct {
+	kids []string
+	st   *zk.Stat
+	err  error
 }
 
 // cleanupTimeout bounds how long a failing call waits to delete its node before it hands the
@@ -36,7 +47,7 @@ func (c *Client) createNode(ctx context.Context, dir string, k nodename.Kind) (*
 		if _, err := c.session(ctx); err != nil {
 			return nil, err
 		}
-		name, owner, err := c.createAbandonable(ctx, dir, base)
+		name, owner, behind, err := c.createAbandonable(ctx, dir, base)
 		switch {
 		case err == nil:
 		case errors.Is(err, zk.ErrNoNode):
@@ -66,30 +77,42 @@ func (c *Client) createNode(ctx context.Context, dir string, k nodename.Kind) (*
 			c.discard(ctx, name, owner)
 			return nil, fmt.Errorf("dlock: created node %q has an unexpected name", name)
 		}
-		return &ownNode{dir: dir, path: name, node: node, owner: owner}, nil
+		return &ownNode{dir: dir, path: name, node: node, owner: owner, behind: behind}, nil
 	}
 }
 
 // createAbandonable creates the node but stops waiting when ctx ends. A create that is applied
 // after its caller gave up is found and deleted in the background.
-func (c *Client) createAbandonable(ctx context.Context, dir, base string) (name string, owner int64, err error) {
+//
+// It also reads the queue in the same round trip: once the create is on the wire, the children
+// read goes out right behind it (readBehind), and ZooKeeper, which answers a session's requests in
+// order, answers it after the create, with the new node in it. behind delivers that read (or
+// errNotBehind when it could not be sent so); waitTurn trusts it only if it shows the node.
+func (c *Client) createAbandonable(ctx context.Context, dir, base string) (name string, owner int64, behind <-chan queueRead, err error) {
 	type result struct {
 		name  string
 		owner int64
 		err   error
 	}
+	p := dir + "/" + base
+	sent := c.expectCreate(p)
 	ch := make(chan result, 1)
+	created := make(chan struct{})
+	read := make(chan queueRead, 1)
 	c.stats.creates.Add(1)
 	go func() {
-		name, err := c.conn.Create(dir+"/"+base, []byte(c.cfg.owner), zk.FlagEphemeralSequential, c.cfg.acl)
+		name, err := c.conn.Create(p, []byte(c.cfg.owner), zk.FlagEphemeralSequential, c.cfg.acl)
+		close(created)
+		c.forgetCreate(p, sent)
 		ch <- result{name, c.conn.SessionID(), err}
 	}()
+	go c.readBehind(dir, sent, created, read)
 	select {
 	case r := <-ch:
-		return r.name, r.owner, r.err
+		return r.name, r.owner, read, r.err
 	case <-ctx.Done():
 	case <-c.closedCh:
-		return "", 0, ErrClosed
+		return "", 0, nil, ErrClosed
 	}
 	c.background(func() {
 		r := <-ch
@@ -100,7 +123,77 @@ func (c *Client) createAbandonable(ctx context.Context, dir, base string) (name 
 			c.removeProtectedLater(dir, base)
 		}
 	})
-	return "", 0, ctx.Err()
+	return "", 0, nil, ctx.Err()
+}
+
+// errNotBehind: the queue read was not sent behind the create (see readBehind).
+var errNotBehind = errors.New("queue read not sent behind the create")
+
+// readBehind reads the queue at dir as soon as the create is on the wire (sent closes), so that
+// both go out back to back and come back together: one round trip where the create, then the
+// read, took two. It gives up when the create is answered first (created closes), since the read
+// would then cost its round trip anyway and waitTurn makes it, or when the session is not open
+// (after a reconnection go-zookeeper sets its watches again, and requests wait for that).
+//
+// Nothing here has to be sure that the read went out after the create, on the same connection,
+// to a server that applied it: waitTurn uses the answer only if it shows the created node, and an
+// answer that shows the node is a view of the queue taken after the create (see waitTurn).
+func (c *Client) readBehind(dir string, sent, created <-chan struct{}, out chan<- queueRead) {
+	select {
+	case <-sent:
+	case <-created:
+		out <- queueRead{err: errNotBehind}
+		return
+	}
+	select {
+	case <-created:
+		out <- queueRead{err: errNotBehind}
+		return
+	default:
+	}
+	c.mu.Lock()
+	open := c.state == stateOpen
+	c.mu.Unlock()
+	if !open {
+		out <- queueRead{err: errNotBehind}
+		return
+	}
+	c.stats.children.Add(1)
+	c.stats.pipelined.Add(1)
+	kids, st, err := c.conn.Children(dir)
+	out <- queueRead{kids, st, err}
+}
+
+// expectCreate registers a create about to be queued; the channel closes when heardConn sees it
+// go out.
+func (c *Client) expectCreate(path string) chan struct{} {
+	sent := make(chan struct{})
+	c.creatingMu.Lock()
+	defer c.creatingMu.Unlock()
+	if c.creating == nil {
+		c.creating = map[string]chan struct{}{}
+	}
+	c.creating[path] = sent
+	return sent
+}
+
+// forgetCreate drops a create's registration once it is answered (or failed unsent).
+func (c *Client) forgetCreate(path string, sent chan struct{}) {
+	c.creatingMu.Lock()
+	defer c.creatingMu.Unlock()
+	if c.creating[path] == sent {
+		delete(c.creating, path)
+	}
+}
+
+// createSent is heardConn's report that a create for path went out.
+func (c *Client) createSent(path string) {
+	c.creatingMu.Lock()
+	defer c.creatingMu.Unlock()
+	if sent, ok := c.creating[path]; ok {
+		close(sent)
+		delete(c.creating, path)
+	}
 }
 
 // removeProtectedLater finds an abandoned attempt's node by its protected name once the session

@@ -57,7 +57,10 @@ import (
 // heardConn wraps each connection go-zookeeper opens and reads the ZooKeeper framing as it passes,
 // without changing a byte: it notes when each request was sent and whether it is a proof, pairs
 // every reply with its request, and reports each S it can prove; from the connect response it
-// takes the negotiated session timeout.
+// takes the negotiated session timeout. It also reports the path of each create it sees go out,
+// so that a lock can send its queue read right behind its create (see readBehind). That report
+// plays no part in the proofs: a read sent behind a write is one more request answered, paired
+// with its own send time like any other.
 type heardConn struct {
 	net.Conn
 	watch liveness
@@ -83,6 +86,10 @@ type liveness interface {
 	proved(at time.Duration)
 	// proofSent reports that a proof went out at at, so that no sync need be sent for a while.
 	proofSent(at time.Duration)
+	// createSent reports that a create request for path was handed to the connection: whatever
+	// go-zookeeper sends from now on goes out behind it (its send loop writes one request at a
+	// time, in the order they were queued).
+	createSent(path string)
 }
 
 type sentRequest struct {
@@ -91,8 +98,18 @@ type sentRequest struct {
 }
 
 func newHeardConn(c net.Conn, watch liveness) *heardConn {
-	return &heardConn{Conn: c, watch: watch, pending: map[int32][]sentRequest{}}
+	return &heardConn{Conn: c, watch: watch, pending: map[int32][]sentRequest{},
+		out: frameScanner{limit: requestHeadLen}}
 }
+
+// requestHeadLen is how much of each request body heardConn reads: the request header (xid,
+// opcode) and, for a create, the path's length and the path, if it is no longer than
+// maxPipelinedPath. A longer path is simply not reported, and its lock reads its queue after
+// the create's reply, one round trip later.
+const (
+	maxPipelinedPath = 1024
+	requestHeadLen   = 8 + 4 + maxPipelinedPath
+)
 
 // xidWatchEvent marks a watch notification: the server sends it with no request behind it.
 const xidWatchEvent = -1
@@ -122,6 +139,7 @@ func (h *heardConn) Write(p []byte) (int, error) {
 	// Noted before the bytes leave: the server cannot have them any earlier.
 	now := h.watch.now()
 	proofSent := false
+	var created []string
 	h.mu.Lock()
 	h.out.feed(p, func(body []byte) {
 		if !h.requestSeen {
@@ -131,16 +149,41 @@ func (h *heardConn) Write(p []byte) (int, error) {
 		}
 		if len(body) >= 8 {
 			xid := int32(binary.BigEndian.Uint32(body))
-			proof := isProof(int32(binary.BigEndian.Uint32(body[4:])))
+			opcode := int32(binary.BigEndian.Uint32(body[4:]))
+			proof := isProof(opcode)
 			proofSent = proofSent || proof
 			h.pending[xid] = append(h.pending[xid], sentRequest{now, proof})
+			if path, ok := createPath(opcode, body); ok {
+				created = append(created, path)
+			}
 		}
 	})
 	h.mu.Unlock()
 	if proofSent {
 		h.watch.proofSent(now)
 	}
-	return h.Conn.Write(p)
+	n, err := h.Conn.Write(p)
+	if err == nil {
+		// Reported once the bytes are out, although go-zookeeper's single send loop would keep
+		// the order anyway: a request queued now cannot be written before this one.
+		for _, path := range created {
+			h.watch.createSent(path)
+		}
+	}
+	return n, err
+}
+
+// createPath is the path of a create request (create and create2 both start with it), if the
+// body's head holds all of it.
+func createPath(opcode int32, body []byte) (string, bool) {
+	if (opcode != opCreate && opcode != opCreate2) || len(body) < 12 {
+		return "", false
+	}
+	n := int(int32(binary.BigEndian.Uint32(body[8:12])))
+	if n < 0 || 12+n > len(body) {
+		return "", false
+	}
+	return string(body[12 : 12+n]), true
 }
 
 func (h *heardConn) Read(p []byte) (int, error) {
@@ -252,16 +295,24 @@ func (l *answerLog) provedBy(by time.Duration) (time.Duration, bool) {
 }
 
 // frameScanner follows ZooKeeper's framing (a 4-byte big-endian length, then the body) through
-// arbitrary chunks, and hands over the first bytes of each body: enough for xid and the header.
+// arbitrary chunks, and hands over the first bytes of each body: enough for xid and the header
+// (frameHeadLen), or as many as limit says.
 type frameScanner struct {
-	head [4 + frameHeadLen]byte
-	have int // bytes of head filled for the current frame
-	skip int // body bytes of the current frame still to pass over
+	limit int    // body bytes handed over per frame; frameHeadLen when zero
+	head  []byte // the length, then the body's first bytes
+	have  int    // bytes of head filled for the current frame
+	skip  int    // body bytes of the current frame still to pass over
 }
 
 const frameHeadLen = 16
 
 func (s *frameScanner) feed(p []byte, frame func(body []byte)) {
+	if s.head == nil {
+		if s.limit <= 0 {
+			s.limit = frameHeadLen
+		}
+		s.head = make([]byte, 4+s.limit)
+	}
 	for len(p) > 0 {
 		if s.skip > 0 {
 			k := min(s.skip, len(p))
@@ -271,7 +322,7 @@ func (s *frameScanner) feed(p []byte, frame func(body []byte)) {
 		}
 		want := 4
 		if s.have >= 4 {
-			want = 4 + min(int(binary.BigEndian.Uint32(s.head[:4])), frameHeadLen)
+			want = 4 + min(int(binary.BigEndian.Uint32(s.head[:4])), s.limit)
 		}
 		k := min(want-s.have, len(p))
 		copy(s.head[s.have:], p[:k])
@@ -281,7 +332,7 @@ func (s *frameScanner) feed(p []byte, frame func(body []byte)) {
 			continue
 		}
 		size := int(binary.BigEndian.Uint32(s.head[:4]))
-		want = 4 + min(size, frameHeadLen)
+		want = 4 + min(size, s.limit)
 		if s.have < want {
 			continue
 		}

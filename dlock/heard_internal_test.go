@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -51,6 +52,7 @@ type fakeLiveness struct {
 	timeout time.Duration
 	proofs  []time.Duration
 	sent    []time.Duration
+	created []string
 }
 
 func (f *fakeLiveness) now() time.Duration               { return f.clock }
@@ -58,6 +60,7 @@ func (f *fakeLiveness) proofGap() time.Duration          { return f.gap }
 func (f *fakeLiveness) negotiated(timeout time.Duration) { f.timeout = timeout }
 func (f *fakeLiveness) proved(at time.Duration)          { f.proofs = append(f.proofs, at) }
 func (f *fakeLiveness) proofSent(at time.Duration)       { f.sent = append(f.sent, at) }
+func (f *fakeLiveness) createSent(path string)           { f.created = append(f.created, path) }
 
 // scriptedConn hands out the bytes queued in replies, one frame per Read, and swallows writes.
 type scriptedConn struct {
@@ -152,5 +155,42 @@ func TestProofCoversRequestsAnsweredAGapBefore(t *testing.T) {
 
 	if want := []time.Duration{200 * ms, 402 * ms, 900 * ms, 1200 * ms, 1210 * ms}; !slices.Equal(f.sent, want) {
 		t.Fatalf("proofs sent at %v, want %v", f.sent, want)
+	}
+}
+
+// Each create's path is reported once its frame has gone out, whatever the chunks it is written
+// in; other requests, and a path too long for the head heardConn reads, are not.
+func TestCreatesAreReportedWhenSent(t *testing.T) {
+	f := &fakeLiveness{gap: time.Second}
+	h := newHeardConn(&scriptedConn{}, f)
+	write := func(b []byte, chunk int) {
+		t.Helper()
+		for len(b) > 0 {
+			n := min(chunk, len(b))
+			if _, err := h.Write(b[:n]); err != nil {
+				t.Fatal(err)
+			}
+			b = b[n:]
+		}
+	}
+	create := func(xid, op int32, path string) []byte {
+		body := binary.BigEndian.AppendUint32(nil, uint32(xid))
+		body = binary.BigEndian.AppendUint32(body, uint32(op))
+		body = binary.BigEndian.AppendUint32(body, uint32(len(path)))
+		body = append(body, path...)
+		body = binary.BigEndian.AppendUint32(body, 0)         // data
+		body = binary.BigEndian.AppendUint32(body, 0)         // acl
+		body = binary.BigEndian.AppendUint32(body, uint32(3)) // flags
+		return append(binary.BigEndian.AppendUint32(nil, uint32(len(body))), body...)
+	}
+	write(frame(int32(0), int32(0), int64(0), int32(2000)), 100) // connect request
+	long := "/" + strings.Repeat("x", maxPipelinedPath)
+	write(create(1, opCreate, "/a/_c_1-lock-"), 1)
+	write(frame(int32(2), int32(8)), 100) // getChildren2
+	write(create(3, opCreateContainer, "/a"), 100)
+	write(create(4, opCreate2, "/b/n-"), 7)
+	write(create(5, opCreate, long), 100)
+	if want := []string{"/a/_c_1-lock-", "/b/n-"}; !slices.Equal(f.created, want) {
+		t.Fatalf("creates reported %q, want %q", f.created, want)
 	}
 }
