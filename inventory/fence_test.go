@@ -94,3 +94,28 @@ func TestLowerFence(t *testing.T) {
 		t.Fatalf("lower all: %d %v", n, err)
 	}
 }
+
+// A cart short of its second item names that item in every mode, CAS included, whose conditional
+// claims have already taken the first item's last unit when the second falls short (Porcupine
+// found db-cas carts short of B answered as short of A).
+func TestCartNamesItsShortItemInEveryMode(t *testing.T) {
+	s := openStore(t)
+	ctx := context.Background()
+	for _, mode := range []inventory.Mode{inventory.Fenced, inventory.Unfenced, inventory.Unsafe, inventory.ForUpdate, inventory.CAS} {
+		t.Run(mode.String(), func(t *testing.T) {
+			a, b := "SHORT-A-"+mode.String(), "SHORT-B-"+mode.String()
+			mustReset(t, s, a, 1)
+			mustReset(t, s, b, 0)
+			cart := inventory.Cart{Items: []inventory.CartItem{{SKU: a, Qty: 1}, {SKU: b, Qty: 1}}, RequestID: "short-" + mode.String(),
+				Tokens: map[string]int64{a: 1, b: 1}}
+			_, err := s.DeductCart(ctx, cart, mode, inventory.Hooks{})
+			var short *inventory.ShortError
+			if !errors.As(err, &short) || short.SKU != b {
+				t.Fatalf("%v, want short of %s", err, b)
+			}
+			if got := audit(t, s, a); got.Stock != 1 || got.Orders != 0 {
+				t.Fatalf("the refused cart changed %s: %+v", a, got)
+			}
+		})
+	}
+}

@@ -125,14 +125,16 @@ func moveStock(ctx context.Context, tx *gorm.DB, mode Mode, lines []line, work f
 		if err := runWork(ctx, work); err != nil {
 			return nil, err
 		}
+		claimed := map[string]int64{}
 		for _, l := range sorted {
 			ok, err := shiftStock(tx, l.sku, l.take)
 			if err != nil {
 				return nil, err
 			}
 			if !ok {
-				return nil, firstShort(tx, lines, sorted)
+				return nil, firstShort(tx, lines, sorted, claimed)
 			}
+			claimed[l.sku] = l.take
 		}
 		for _, l := range sorted {
 			stock, err := readStock(tx, l.sku, false)
@@ -167,17 +169,19 @@ func moveStock(ctx context.Context, tx *gorm.DB, mode Mode, lines []line, work f
 	return left, nil
 }
 
-// firstShort names the first line, in the caller's order, that the stock cannot cover now, after
-// a conditional claim failed. Its reads lock (a plain read would see the transaction's snapshot,
-// which may be older than the claim that failed), in sorted order, as every change locks rows.
-func firstShort(tx *gorm.DB, lines, sorted []line) error {
+// firstShort names the first line, in the caller's order, that the stock cannot cover, after a
+// conditional claim failed. Its reads lock (a plain read would see the transaction's snapshot,
+// which may be older than the claim that failed), in sorted order, as every change locks rows;
+// they see this transaction's own claims, which are added back: the question is what the stock
+// was before this change (Porcupine found carts short of B named as short of A).
+func firstShort(tx *gorm.DB, lines, sorted []line, claimed map[string]int64) error {
 	stock := map[string]int64{}
 	for _, l := range sorted {
 		left, err := readStock(tx, l.sku, true)
 		if err != nil {
 			return err
 		}
-		stock[l.sku] = left
+		stock[l.sku] = left + claimed[l.sku]
 	}
 	for _, l := range lines {
 		if stock[l.sku] < l.take {
