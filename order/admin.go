@@ -90,7 +90,7 @@ func (s *Server) setLockMode(c *gin.Context) {
 		abortWith(c, newError(http.StatusBadRequest, "invalid_request", err.Error()))
 		return
 	}
-	s.mode.Store(m)
+	s.switchMode(m)
 	select {
 	case s.modeChanged <- struct{}{}:
 	default:

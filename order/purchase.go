@@ -128,7 +128,7 @@ func (s *Server) parsePurchase(c *gin.Context) (p inventory.Purchase, cart *inve
 
 // sell sells one purchase under the mode's locks (run), or through the SKU's batcher.
 func (s *Server) sell(ctx context.Context, p inventory.Purchase, mode LockMode, log *slog.Logger) (inventory.Result, error) {
-	lm, err := modeOf(mode)
+	lm, err := s.rowFor(mode)
 	if err != nil {
 		return inventory.Result{}, err
 	}

@@ -287,3 +287,36 @@ func heldCommit(t *testing.T, mode order.LockMode, d time.Duration) reply {
 	}
 	return one
 }
+
+// A replica switched from redis-fenced to zk-unfenced while another replica still holds the Redis
+// lock: during the transition window the switched replica takes the Redis lock too, and reads its
+// rows with locks, so it waits for the old holder instead of reading past its write.
+func TestSwitchingLockServicesWaitsForTheOldHolders(t *testing.T) {
+	for _, c := range []struct{ from, to order.LockMode }{
+		{order.ModeRedisFenced, order.ModeZKUnfenced},
+		{order.ModeZKUnfenced, order.ModeRedis},
+		{order.ModeDBCAS, order.ModeZKUnfenced},
+		{order.ModeZKUnfenced, order.ModeDBLockTable},
+	} {
+		t.Run(string(c.from)+"→"+string(c.to), func(t *testing.T) {
+			rs := newCluster(t, 2, clusterOpts{Mode: c.from})
+			old, switched := rs[0], rs[1]
+			sku := "SEAM-TRANSITION"
+			resetStock(t, old, sku, 10)
+			setMode(t, []*replica{switched}, c.to)
+			old.Srv.SetWorkDelay(time.Second)
+			first := make(chan reply, 1)
+			go func() { first <- buy(t, old, sku, 1, "") }()
+			time.Sleep(300 * time.Millisecond) // the old mode's holder is in its work now
+			if rep := buy(t, switched, sku, 1, ""); rep.status != 201 {
+				t.Fatalf("purchase in the new mode: %d %s", rep.status, rep.raw)
+			}
+			if rep := <-first; rep.status != 201 {
+				t.Fatalf("purchase in the old mode: %d %s", rep.status, rep.raw)
+			}
+			if a := auditOf(t, old, sku); a.LostUpdates != 0 || a.UnitsSold != 2 || a.Stock != 8 {
+				t.Fatalf("audit %+v: one mode's holder wrote over the other's", a)
+			}
+		})
+	}
+}

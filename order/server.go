@@ -38,13 +38,15 @@ const (
 
 // Server is one order-service replica.
 type Server struct {
-	cfg     Config
-	store   *inventory.Store
-	locks   *dlock.Client
-	log     *slog.Logger
-	mode    atomic.Value // LockMode
-	metrics *metrics
-	reg     *prometheus.Registry
+	cfg   Config
+	store *inventory.Store
+	locks *dlock.Client
+	log   *slog.Logger
+	mode  atomic.Value // LockMode
+	// switched: the recent switches of mode, whose holders may still run (transition.go)
+	switched switches
+	metrics  *metrics
+	reg      *prometheus.Registry
 
 	batchersMu sync.Mutex
 	batchers   map[string]*batcher // mode zk-batch, per SKU with purchases queued or selling
