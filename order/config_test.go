@@ -57,6 +57,11 @@ func TestLoadConfigRejectsBadValues(t *testing.T) {
 			t.Errorf("%s: error %v does not name the variable", name, err)
 		}
 	}
+	// Work longer than the database lets a transaction sit silent.
+	if _, err := order.LoadConfig(nil, env(map[string]string{"REPLICA_ID": "order1", "WORK_DELAY": "30s"}), io.Discard); err == nil ||
+		!strings.Contains(err.Error(), "WORK_DELAY") {
+		t.Errorf("WORK_DELAY 30s: %v", err)
+	}
 	if _, err := order.LoadConfig([]string{"-h"}, env(nil), io.Discard); !errors.Is(err, flag.ErrHelp) {
 		t.Errorf("-h: %v", err)
 	}
