@@ -162,9 +162,25 @@ func (c *Client) runQueueWatch(k queueWatchKey, w *queueWatch) {
 		for p := k.path; ; p = parentOf(p) {
 			c.stats.children.Add(1)
 			_, _, ch, err := c.conn.ChildrenW(p)
-			if !errors.Is(err, zk.ErrNoNode) || p == "/" {
+			if errors.Is(err, zk.ErrNoNode) && p != "/" {
+				continue
+			}
+			if err != nil || p == k.path {
 				return ch, err
 			}
+			if queueWatchGap != nil {
+				queueWatchGap(k.path)
+			}
+			// An ancestor's watch, set after the path was found missing: the path may have been
+			// created in between, a change that watch never sees. Look once more.
+			c.stats.exists.Add(1)
+			there, _, err := c.conn.Exists(k.path)
+			if err != nil || !there {
+				return ch, err
+			}
+			now := make(chan zk.Event, 1)
+			now <- zk.Event{Type: zk.EventNodeCreated, Path: k.path}
+			return now, nil
 		}
 	})
 	if err != nil {
@@ -182,6 +198,10 @@ func (c *Client) runQueueWatch(k queueWatchKey, w *queueWatch) {
 	forget()
 	close(w.fired)
 }
+
+// queueWatchGap, when set (tests only), runs where the path was found missing and an ancestor's
+// watch was set.
+var queueWatchGap func(path string)
 
 func parentOf(p string) string {
 	i := strings.LastIndex(p, "/")

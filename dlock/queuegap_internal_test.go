@@ -1,0 +1,45 @@
+package dlock
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// A lock path created just after QueueChanged found it missing, before it watched the nearest
+// parent, is a change that parent's watch never sees: QueueChanged looks once more and wakes,
+// instead of waiting for an unrelated change beside the path (the live page stalled on a SKU
+// whose path was being created when its first stream opened).
+func TestQueueChangedSeesAPathCreatedInTheGap(t *testing.T) {
+	servers := os.Getenv("ZK_SERVERS")
+	if servers == "" {
+		t.Skip("ZK_SERVERS not set")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c, err := Connect(ctx, strings.Split(servers, ","))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	dir := "/zkstock-test/queue-gap-" + strings.ReplaceAll(time.Now().Format("150405.000000"), ".", "")
+	if err := c.ensureParents(ctx, dir+"/x"); err != nil { // dir exists, dir/lock does not
+		t.Fatal(err)
+	}
+	path := dir + "/lock"
+	queueWatchGap = func(p string) {
+		if _, err := c.conn.Create(p, nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+			t.Errorf("create %s in the gap: %v", p, err)
+		}
+	}
+	t.Cleanup(func() { queueWatchGap = nil })
+	wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
+	defer wcancel()
+	if err := c.QueueChanged(wctx, path); err != nil {
+		t.Fatalf("QueueChanged missed the path's creation: %v", err)
+	}
+}
