@@ -163,13 +163,13 @@ func (c *Client) runQueueWatch(k queueWatchKey, w *queueWatch) {
 			c.stats.children.Add(1)
 			_, _, ch, err := c.conn.ChildrenW(p)
 			if errors.Is(err, zk.ErrNoNode) && p != "/" {
+				if p == k.path && queueWatchGap != nil {
+					queueWatchGap(k.path)
+				}
 				continue
 			}
 			if err != nil || p == k.path {
 				return ch, err
-			}
-			if queueWatchGap != nil {
-				queueWatchGap(k.path)
 			}
 			// An ancestor's watch, set after the path was found missing: the path may have been
 			// created in between, a change that watch never sees. Look once more.
@@ -199,8 +199,8 @@ func (c *Client) runQueueWatch(k queueWatchKey, w *queueWatch) {
 	close(w.fired)
 }
 
-// queueWatchGap, when set (tests only), runs where the path was found missing and an ancestor's
-// watch was set.
+// queueWatchGap, when set (tests only), runs where the path was found missing, before an
+// ancestor's watch is set.
 var queueWatchGap func(path string)
 
 func parentOf(p string) string {
