@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -73,6 +74,7 @@ type Config struct {
 	RedisAddr        string        // the Redis of the redis modes
 	RedisLockTTL     time.Duration // the Redis lock's expiry, extended every third of it while held
 	EventStreams     int           // the most live-page streams (GET /v1/events) open at once; 0: 64
+	PprofAddr        string        // where Go's pprof handlers listen; empty: nowhere (see CheckPprofAddr)
 }
 
 // LoadConfig reads flags, falling back to the environment, then to the defaults. A bad value is
@@ -101,6 +103,7 @@ func LoadConfig(args []string, getenv func(string) string, out io.Writer) (Confi
 		redisAddr   = fs.String("redis-addr", env("REDIS_ADDR", "127.0.0.1:6379"), "Redis for the redis lock modes (REDIS_ADDR)")
 		streams     = fs.String("event-streams", env("EVENT_STREAMS", "64"), "most live-page streams open at once (EVENT_STREAMS)")
 		redisTTL    = fs.String("redis-lock-ttl", env("REDIS_LOCK_TTL", "10s"), "Redis lock expiry, extended every third of it while held (REDIS_LOCK_TTL)")
+		pprofAddr   = fs.String("pprof-addr", env("PPROF_ADDR", ""), "loopback address for Go's pprof handlers; empty: off (PPROF_ADDR)")
 	)
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err
@@ -108,7 +111,10 @@ func LoadConfig(args []string, getenv func(string) string, out io.Writer) (Confi
 	if fs.NArg() > 0 {
 		return Config{}, fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
-	cfg := Config{HTTPAddr: *httpAddr, ReplicaID: *replica, MySQLDSN: *dsn, AdminToken: *adminToken, RedisAddr: *redisAddr}
+	cfg := Config{HTTPAddr: *httpAddr, ReplicaID: *replica, MySQLDSN: *dsn, AdminToken: *adminToken, RedisAddr: *redisAddr, PprofAddr: *pprofAddr}
+	if err := CheckPprofAddr(cfg.PprofAddr); err != nil {
+		return Config{}, fmt.Errorf("PPROF_ADDR: %w", err)
+	}
 	if n, err := strconv.Atoi(*streams); err != nil || n < 1 || n > 10000 {
 		return Config{}, fmt.Errorf("EVENT_STREAMS: %q is not a whole number from 1 to 10000", *streams)
 	} else {
@@ -156,4 +162,29 @@ func LoadConfig(args []string, getenv func(string) string, out io.Writer) (Confi
 		return Config{}, fmt.Errorf("LOG_LEVEL: %w", err)
 	}
 	return cfg, nil
+}
+
+// CheckPprofAddr accepts an address for the pprof handlers (PPROF_ADDR): empty (off), a loopback
+// host (127.0.0.1:6060, [::1]:6060, localhost:6060), or a host named explicitly. It refuses an
+// address without a host or with a wildcard one (":6060", "0.0.0.0:6060", "[::]:6060"): the
+// handlers show the process's memory and stacks and cost CPU on demand, so they listen on every
+// interface only when the operator names one, never by leaving the host out.
+func CheckPprofAddr(addr string) error {
+	if addr == "" {
+		return nil
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%q is not host:port: %w", addr, err)
+	}
+	if port == "" {
+		return fmt.Errorf("%q has no port", addr)
+	}
+	if host == "" {
+		return fmt.Errorf("%q listens on every interface: name the host (127.0.0.1:%s for this machine only)", addr, port)
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		return fmt.Errorf("%q listens on every interface: name a loopback host (127.0.0.1:%s) or one interface's address", addr, port)
+	}
+	return nil
 }

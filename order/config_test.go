@@ -69,3 +69,18 @@ func TestLoadConfigRejectsBadValues(t *testing.T) {
 		t.Error("stray argument accepted")
 	}
 }
+
+func TestLoadConfigPprofAddr(t *testing.T) {
+	for addr, ok := range map[string]bool{
+		"": true, "127.0.0.1:6060": true, "localhost:6060": true, "[::1]:6060": true, "10.1.2.3:6060": true,
+		":6060": false, "0.0.0.0:6060": false, "[::]:6060": false, "127.0.0.1": false,
+	} {
+		cfg, err := order.LoadConfig(nil, env(map[string]string{"REPLICA_ID": "order1", "PPROF_ADDR": addr}), io.Discard)
+		if ok != (err == nil) || (ok && cfg.PprofAddr != addr) {
+			t.Errorf("PPROF_ADDR %q: %+v, %v", addr, cfg.PprofAddr, err)
+		}
+		if !ok && !strings.Contains(err.Error(), "PPROF_ADDR") {
+			t.Errorf("PPROF_ADDR %q: error %v does not name the variable", addr, err)
+		}
+	}
+}

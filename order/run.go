@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/zkstock/zkstock/dlock"
@@ -71,6 +72,14 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	httpSrv.RegisterOnShutdown(srv.EndStreams) // Shutdown waits for handlers; live streams never end by themselves
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- httpSrv.Serve(ln) }()
+	if cfg.PprofAddr != "" {
+		stopPprof, err := servePprof(cfg.PprofAddr, log)
+		if err != nil {
+			_ = httpSrv.Close()
+			return fmt.Errorf("orderd: %w", err)
+		}
+		defer stopPprof()
+	}
 	log.Info("orderd listening", "addr", ln.Addr().String(), "replica", cfg.ReplicaID, "mode", cfg.LockMode,
 		"zk", cfg.ZKServers, "lock_timeout", cfg.LockTimeout.String(), "work_delay", cfg.WorkDelay.String())
 
@@ -87,4 +96,23 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// servePprof serves Go's pprof handlers (net/http/pprof) on a listener of their own, never on the
+// API's: PPROF_ADDR, off unless set (CheckPprofAddr says which addresses it takes).
+func servePprof(addr string, log *slog.Logger) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("pprof listen: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: readHeaderTimeout}
+	go func() { _ = srv.Serve(ln) }()
+	log.Info("pprof listening", "addr", ln.Addr().String())
+	return func() { _ = srv.Close() }, nil
 }
