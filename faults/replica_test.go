@@ -173,7 +173,7 @@ func testHolderCutOffFromZooKeeper(t *testing.T, mode string) {
 	proxy := tcpproxy.New(t, ensemble[0])
 	dsn := testenv.MySQLDatabase(t)
 	const settings = "ZK_SESSION_TIMEOUT=3s"
-	cut := startReplicas(t, 1, dsn, []string{proxy.Addr()}, settings, "WORK_DELAY=10s", "LOCK_TIMEOUT=20s", "LOCK_MODE="+mode)[0]
+	cut := startReplicas(t, 1, dsn, []string{proxy.Addr()}, settings, "WORK_DELAY=8s", "LOCK_TIMEOUT=20s", "LOCK_MODE="+mode)[0]
 	other := startReplicas(t, 1, dsn, ensemble, settings, "WORK_DELAY=10ms", "LOCK_TIMEOUT=20s", "LOCK_MODE="+mode, "REPLICA_ID=order2")[0]
 	other.name = "order2"
 	sku := "F-CUT"
@@ -187,7 +187,7 @@ func testHolderCutOffFromZooKeeper(t *testing.T, mode string) {
 	}()
 	waitHolder(t, other, sku, "order1", 10*time.Second)
 	// The queue shows the node as soon as it is created; give the holder a moment to have been
-	// granted it and to be inside its 10 s of work, or the cut lands in Lock and tests that instead.
+	// granted it and to be inside its 8 s of work, or the cut lands in Lock and tests that instead.
 	time.Sleep(300 * time.Millisecond)
 	cutAt := time.Now()
 	proxy.Cut()

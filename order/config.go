@@ -144,7 +144,7 @@ func LoadConfig(args []string, getenv func(string) string, out io.Writer) (Confi
 	// The work runs inside the transaction, whose connection the server ends after
 	// inventory.CommitBound's idle time (so that a transaction stranded behind a vanished client
 	// cannot hold its row locks for hours): the work must end well before.
-	if maxWork := 5 * time.Second; cfg.WorkDelay > maxWork {
+	if maxWork := 8 * time.Second; cfg.WorkDelay > maxWork {
 		return Config{}, fmt.Errorf("WORK_DELAY: %v is longer than %v: the work runs inside a database transaction, which the database ends after 10 s of silence", cfg.WorkDelay, maxWork)
 	}
 	for _, s := range strings.Split(*zkServers, ",") {
