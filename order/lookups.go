@@ -104,6 +104,9 @@ func (s *Server) productOrders(c *gin.Context) {
 		abortWith(c, newError(http.StatusServiceUnavailable, "storage_unavailable", "the database did not answer"))
 		return
 	}
+	for i := range orders {
+		orders[i].RequestID = nil // the key is the capability to cancel: a listing does not hand it out
+	}
 	page := gin.H{"sku": sku, "orders": orders, "next_after": nil}
 	if len(orders) == limit {
 		page["next_after"] = orders[len(orders)-1].ID

@@ -142,6 +142,9 @@ func TestCancelNeedsThePurchaseKey(t *testing.T) {
 	if rep := call(t, "GET", fmt.Sprintf("%s/v1/orders/%d", r.URL, id), ""); rep.status != 200 || strings.Contains(rep.raw, "K-CANCEL") {
 		t.Fatalf("a look-up by id shows the key: %d %s", rep.status, rep.raw)
 	}
+	if rep := call(t, "GET", r.URL+"/v1/products/SEAM-CA/orders?limit=500", ""); rep.status != 200 || strings.Contains(rep.raw, "K-CANCEL") {
+		t.Fatalf("the orders page shows the key: %d %s", rep.status, rep.raw)
+	}
 	if a := auditOf(t, r, "SEAM-CA"); a.Cancelled != 0 || a.Stock != 8 {
 		t.Fatalf("refused cancellations changed the stock: %+v", a)
 	}
