@@ -51,3 +51,27 @@ func (s *Store) RawUpdates(ctx context.Context, conns, rows int, d time.Duration
 	}
 	return float64(commits.Load()) / d.Seconds(), nil
 }
+
+// GlobalStatus reads the named counters of SHOW GLOBAL STATUS (Questions, Com_select, ...): what
+// the database did for every client since it started. A benchmark reads them before and after a
+// load to count the statements the load cost.
+func (s *Store) GlobalStatus(ctx context.Context, names ...string) (map[string]float64, error) {
+	rows, err := s.db.WithContext(ctx).Raw("SHOW GLOBAL STATUS WHERE Variable_name IN ?", names).Rows()
+	if err != nil {
+		return nil, fmt.Errorf("inventory: global status: %w", err)
+	}
+	defer rows.Close()
+	out := make(map[string]float64, len(names))
+	for rows.Next() {
+		var name string
+		var v float64
+		if err := rows.Scan(&name, &v); err != nil {
+			return nil, fmt.Errorf("inventory: global status: %w", err)
+		}
+		out[name] = v
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("inventory: global status: %w", err)
+	}
+	return out, nil
+}

@@ -3,6 +3,7 @@ package scalebench
 import (
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/prometheus/procfs"
@@ -57,8 +58,9 @@ type procSeconds struct {
 }
 
 // sampleCPU reads /proc. A process that exits between two samples takes its time with it; the
-// processes that matter live through the whole benchmark.
-func sampleCPU() (cpuSample, error) {
+// processes that matter live through the whole benchmark. With only set, a server or replica
+// counts as one only when its command line holds one of only's strings; others are "other".
+func sampleCPU(only []string) (cpuSample, error) {
 	s := cpuSample{at: time.Now(), procs: map[int]procSeconds{}}
 	fs, err := procfs.NewDefaultFS()
 	if err != nil {
@@ -79,7 +81,11 @@ func sampleCPU() (cpuSample, error) {
 		if err != nil {
 			continue // gone since the listing
 		}
-		s.procs[p.PID] = procSeconds{kind: kindOf(p.PID, ps.Comm), seconds: ps.CPUTime()}
+		kind := kindOf(p.PID, ps.Comm)
+		if len(only) > 0 && kind != "generator" && kind != "other" && !cmdlineHolds(p, only) {
+			kind = "other"
+		}
+		s.procs[p.PID] = procSeconds{kind: kind, seconds: ps.CPUTime()}
 	}
 	return s, nil
 }
@@ -100,4 +106,19 @@ func cpuBetween(before, after cpuSample, cores int, purchases float64) CPU {
 		}
 	}
 	return c
+}
+
+// cmdlineHolds says whether p's command line holds one of the strings.
+func cmdlineHolds(p procfs.Proc, only []string) bool {
+	args, err := p.CmdLine()
+	if err != nil {
+		return false
+	}
+	line := strings.Join(args, " ")
+	for _, o := range only {
+		if o != "" && strings.Contains(line, o) {
+			return true
+		}
+	}
+	return false
 }

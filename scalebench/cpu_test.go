@@ -15,7 +15,7 @@ func TestCPUChargesTheProcessThatSpentIt(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("reads /proc")
 	}
-	before, err := sampleCPU()
+	before, err := sampleCPU(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,7 +27,7 @@ func TestCPUChargesTheProcessThatSpentIt(t *testing.T) {
 		}
 	}
 	burnt := ownCPU(t) - used0
-	after, err := sampleCPU()
+	after, err := sampleCPU(nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -53,16 +53,19 @@ func writeCPU(b *strings.Builder, r Result) {
 	if len(cells) == 0 {
 		return
 	}
-	fmt.Fprintf(b, "Where the CPU went (%s): processors busy during the load, and CPU milliseconds per purchase by process.\n\n", r.Setup)
+	fmt.Fprintf(b, "Where the CPU went (%s): processors busy during the load, and CPU milliseconds per purchase by process; "+
+		"the database's statements per purchase; the floor, the servers' CPU for the cell's ZooKeeper ops and statements at the raw phases' prices "+
+		"(%.4f ms per ZooKeeper op, %.4f ms per statement), and the CPU of replicas, ZooKeeper and database over it.\n\n",
+		r.Setup, r.Limits.ZKCPUPerOpMs, r.Limits.DBCPUPerStatementMs)
 	b.WriteString("| mode | SKUs | spread | processors busy |")
 	for _, k := range cpuKinds {
 		fmt.Fprintf(b, " %s |", k)
 	}
-	b.WriteString(" total |\n| --- | ---: | --- | ---: |")
+	b.WriteString(" total | statements / purchase | floor ms | (replicas+ZooKeeper+database) / floor |\n| --- | ---: | --- | ---: |")
 	for range cpuKinds {
 		b.WriteString(" ---: |")
 	}
-	b.WriteString(" ---: |\n")
+	b.WriteString(" ---: | ---: | ---: | ---: |\n")
 	for _, c := range cells {
 		fmt.Fprintf(b, "| %s | %d | %s | %.2f of %d |", c.Mode, c.SKUs, c.Dist, c.CPU.CoresBusy, c.CPU.Cores)
 		var total float64
@@ -71,7 +74,16 @@ func writeCPU(b *strings.Builder, r Result) {
 			total += ms
 			fmt.Fprintf(b, " %.2f |", ms)
 		}
-		fmt.Fprintf(b, " %.2f |\n", total)
+		fmt.Fprintf(b, " %.2f |", total)
+		stmts, floor, ratio := "—", "—", "—"
+		if c.Statements != nil {
+			stmts = fmt.Sprintf("%.2f", c.Statements["Questions"])
+		}
+		if c.FloorMs > 0 {
+			floor = fmt.Sprintf("%.3f", c.FloorMs)
+			ratio = fmt.Sprintf("%.1f×", (c.CPU.MsPerPurchase["replicas"]+c.CPU.MsPerPurchase["ZooKeeper"]+c.CPU.MsPerPurchase["database"])/c.FloorMs)
+		}
+		fmt.Fprintf(b, " %s | %s | %s |\n", stmts, floor, ratio)
 	}
 	b.WriteString("\n")
 }

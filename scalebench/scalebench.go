@@ -35,6 +35,10 @@ type Config struct {
 	Requests    int // per cell
 	Concurrency int
 	RawFor      time.Duration // how long each raw limit is measured
+	// ServersOnly, when set, charges the CPU of a ZooKeeper, database or replica process to its
+	// kind only when its command line holds one of these strings (the servers' directories, the
+	// replicas' binary): on a machine that runs other servers too, theirs go to "other".
+	ServersOnly []string
 }
 
 // Limits are the raw ceilings of the servers, in the same run.
@@ -43,6 +47,11 @@ type Limits struct {
 	DBCommits      float64 `json:"db_commits_per_s"`       // single-row conditional UPDATE commits per second
 	Sessions       int     `json:"zk_sessions"`
 	Connections    int     `json:"db_connections"`
+	// The servers' own CPU per unit of raw work, measured in the same phases: ZooKeeper's per
+	// operation (a create or a delete), the database's per statement (an autocommitted UPDATE).
+	// A cell's floor is its operations and statements at these prices (Cell.FloorMs).
+	ZKCPUPerOpMs        float64 `json:"zk_cpu_ms_per_op,omitempty"`
+	DBCPUPerStatementMs float64 `json:"db_cpu_ms_per_statement,omitempty"`
 }
 
 // Cell is one mode on one catalogue.
@@ -64,7 +73,18 @@ type Cell struct {
 	Errors        int     `json:"errors"`
 	ErrorExamples string  `json:"error_codes,omitempty"`
 	CPU           *CPU    `json:"cpu,omitempty"` // nil where /proc cannot be read
+	// Statements per purchase the database counted (SHOW GLOBAL STATUS): Questions (all), and
+	// Com_select, Com_update, Com_insert, Com_begin, Com_commit, Com_rollback.
+	Statements map[string]float64 `json:"statements_per_purchase,omitempty"`
+	// FloorMs is the CPU the servers need for the cell's work at the raw phases' prices: ZooKeeper
+	// ops per purchase × ZooKeeper CPU per raw op, plus statements per purchase × database CPU
+	// per raw statement. The cell's CPU per purchase (replicas, ZooKeeper, database) over it is
+	// the overhead to watch.
+	FloorMs float64 `json:"floor_cpu_ms_per_purchase,omitempty"`
 }
+
+// statusNames are the database counters a cell reads before and after its load.
+var statusNames = []string{"Questions", "Com_select", "Com_update", "Com_insert", "Com_begin", "Com_commit", "Com_rollback"}
 
 // Result is a run.
 type Result struct {
@@ -79,8 +99,17 @@ func Run(ctx context.Context, cfg Config, progress func(string)) (Result, error)
 	var err error
 	path := fmt.Sprintf("/zkstock-rawbench-%d", time.Now().UnixNano())
 	progress("raw ZooKeeper: create+delete of ephemeral sequential nodes")
+	cpu0, cpuErr := sampleCPU(cfg.ServersOnly)
+	if cpuErr != nil {
+		progress(fmt.Sprintf("the CPU is not measured: %v", cpuErr))
+	}
 	if res.Limits.ZooKeeperPairs, err = lockbench.RawZooKeeper(ctx, cfg.ZKServers, len(cfg.Targets), max(1, cfg.Concurrency/len(cfg.Targets)), path, cfg.RawFor); err != nil {
 		return res, err
+	}
+	if cpu1, err := sampleCPU(cfg.ServersOnly); err == nil && cpuErr == nil {
+		if ops := 2 * res.Limits.ZooKeeperPairs * cpu1.at.Sub(cpu0.at).Seconds(); ops > 0 {
+			res.Limits.ZKCPUPerOpMs = cpuBetween(cpu0, cpu1, runtime.NumCPU(), ops).MsPerPurchase["ZooKeeper"]
+		}
 	}
 	progress("raw database: single-row conditional UPDATE commits")
 	store, err := inventory.Open(ctx, cfg.MySQLDSN, inventory.PoolOptions{MaxOpen: cfg.Concurrency})
@@ -88,11 +117,18 @@ func Run(ctx context.Context, cfg Config, progress func(string)) (Result, error)
 		return res, err
 	}
 	defer store.Close()
+	st0, stErr := store.GlobalStatus(ctx, statusNames...)
+	cpu0, cpuErr = sampleCPU(cfg.ServersOnly)
 	if res.Limits.DBCommits, err = store.RawUpdates(ctx, cfg.Concurrency, 1000, cfg.RawFor); err != nil {
 		return res, err
 	}
-	if _, err := sampleCPU(); err != nil {
-		progress(fmt.Sprintf("the CPU is not measured: %v", err))
+	cpu1, cpuErr1 := sampleCPU(cfg.ServersOnly)
+	if st1, err := store.GlobalStatus(ctx, statusNames...); err == nil && stErr == nil && cpuErr == nil && cpuErr1 == nil {
+		// The whole phase: the scratch table's set-up is a few hundred statements against the
+		// phase's thousands.
+		if n := st1["Questions"] - st0["Questions"]; n > 0 {
+			res.Limits.DBCPUPerStatementMs = cpuBetween(cpu0, cpu1, runtime.NumCPU(), n).MsPerPurchase["database"]
+		}
 	}
 	for _, skus := range cfg.SKUCounts {
 		for _, dist := range cfg.Dists {
@@ -101,7 +137,7 @@ func Run(ctx context.Context, cfg Config, progress func(string)) (Result, error)
 			}
 			for _, mode := range cfg.Modes {
 				progress(fmt.Sprintf("%s: %s over %d SKUs (%s)", cfg.Label, mode, skus, dist))
-				cell, err := runCell(ctx, cfg, res.Limits, mode, skus, dist)
+				cell, err := runCell(ctx, cfg, store, res.Limits, mode, skus, dist)
 				if err != nil {
 					return res, fmt.Errorf("%s over %d SKUs (%s): %w", mode, skus, dist, err)
 				}
@@ -112,12 +148,12 @@ func Run(ctx context.Context, cfg Config, progress func(string)) (Result, error)
 	return res, nil
 }
 
-func runCell(ctx context.Context, cfg Config, lim Limits, mode string, skus int, dist string) (Cell, error) {
+func runCell(ctx context.Context, cfg Config, store *inventory.Store, lim Limits, mode string, skus int, dist string) (Cell, error) {
 	before, err := zkOps(ctx, cfg.Targets)
 	if err != nil {
 		return Cell{}, err
 	}
-	meter := &cpuMeter{}
+	meter := &cpuMeter{only: cfg.ServersOnly, store: store}
 	rep, err := loadtest.Run(ctx, loadtest.Config{Targets: cfg.Targets, AdminToken: cfg.AdminToken, SKU: fmt.Sprintf("SC%d%c", skus, dist[0]),
 		Products: skus, Dist: dist, ZipfS: cfg.ZipfS, Stock: cfg.Requests, Requests: cfg.Requests, Concurrency: cfg.Concurrency,
 		Qty: 1, Modes: []string{mode}, Timeout: time.Minute}, meter)
@@ -139,6 +175,12 @@ func runCell(ctx context.Context, cfg Config, lim Limits, mode string, skus int,
 		cpu := cpuBetween(meter.start, meter.end, runtime.NumCPU(), sold)
 		c.CPU = &cpu
 	}
+	if meter.statusErr == nil && sold > 0 {
+		c.Statements = map[string]float64{}
+		for _, name := range statusNames {
+			c.Statements[name] = (meter.status1[name] - meter.status0[name]) / sold
+		}
+	}
 	locks := after[acquisitions] - before[acquisitions]
 	var ops float64
 	for op, n := range after {
@@ -154,6 +196,9 @@ func runCell(ctx context.Context, cfg Config, lim Limits, mode string, skus int,
 		}
 	}
 	c.bind(lim, ops > 0)
+	if c.Statements != nil && lim.DBCPUPerStatementMs > 0 {
+		c.FloorMs = c.ZKOpsPerSale*lim.ZKCPUPerOpMs + c.Statements["Questions"]*lim.DBCPUPerStatementMs
+	}
 	return c, nil
 }
 
@@ -219,15 +264,27 @@ func zkOps(ctx context.Context, targets []string) (map[string]float64, error) {
 
 // cpuMeter samples the CPU when the load starts and when it ends, so that setting up the
 // products and auditing them are not charged to the purchases.
+// It reads the database's statement counters at the same moments.
 type cpuMeter struct {
+	only       []string
 	start, end cpuSample
 	err        error
+
+	store            *inventory.Store
+	status0, status1 map[string]float64
+	statusErr        error
 }
 
-func (m *cpuMeter) Start(string, int) { m.start, m.err = sampleCPU() }
-func (m *cpuMeter) Add(int)           {}
+func (m *cpuMeter) Start(string, int) {
+	m.status0, m.statusErr = m.store.GlobalStatus(context.Background(), statusNames...)
+	m.start, m.err = sampleCPU(m.only)
+}
+func (m *cpuMeter) Add(int) {}
 func (m *cpuMeter) Finish() {
 	if m.err == nil {
-		m.end, m.err = sampleCPU()
+		m.end, m.err = sampleCPU(m.only)
+	}
+	if m.statusErr == nil {
+		m.status1, m.statusErr = m.store.GlobalStatus(context.Background(), statusNames...)
 	}
 }

@@ -46,6 +46,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		requests    = fs.Int("requests", 1500, "purchases per cell")
 		concurrency = fs.Int("concurrency", 48, "purchases in flight (and database connections of the raw limit)")
 		rawFor      = fs.Duration("raw-for", 5*time.Second, "how long each raw limit is measured")
+		serversOnly = fs.String("servers-only", "", "comma-separated strings: a server or replica process counts as one only when its command line holds one (default: every one)")
 		jsonOut     = fs.String("json", "", "write the run to this file")
 		report      = fs.String("report", "", "instead of running: read these comma-separated run files")
 		markdown    = fs.String("markdown", "", "with -report: write the tables to this file")
@@ -66,7 +67,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	cfg := scalebench.Config{Label: *label, Targets: loadtest.SplitList(*targets), AdminToken: *adminToken, ZKServers: loadtest.SplitList(*zkServers),
 		MySQLDSN: *dsn, Dists: loadtest.SplitList(*dists), ZipfS: *zipfS, Modes: loadtest.SplitList(*modes), Requests: *requests,
-		Concurrency: *concurrency, RawFor: *rawFor}
+		Concurrency: *concurrency, RawFor: *rawFor, ServersOnly: loadtest.SplitList(*serversOnly)}
 	for _, s := range loadtest.SplitList(*skus) {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 {
