@@ -60,12 +60,35 @@ type sale struct {
 // stock as the mode says, record one order per line, last word, commit. On any error nothing is
 // changed. A replay is known before the commit and writes nothing, so a commit that goes
 // unanswered after it is still a replay, not an unknown outcome.
+//
+// A sale of one line in a mode that reads plainly looks its key up in the statement that reads its
+// stock (readStockAndKey): one statement where two were, at the same place in the transaction
+// (after the fence claim, before the check and the work) and in the same snapshot.
 func (s *Store) sell(ctx context.Context, sl sale, mode Mode, hooks Hooks) (orders []Order, left map[string]int64, replayed bool, err error) {
 	err = s.inTx(ctx, func(tx *gorm.DB) error {
 		if err := claimFences(tx, mode, sl.fences); err != nil {
 			return err
 		}
-		if !sl.newKey {
+		var read map[string]int64 // stock read with the key's look-up, for moveStock
+		switch {
+		case sl.newKey:
+		case len(sl.req.lines) == 1 && readsPlainly(mode):
+			sku := sl.req.lines[0].sku
+			stock, known, err := readStockAndKey(tx, sku, sl.req.key)
+			if err != nil {
+				return err
+			}
+			if known {
+				var found bool
+				orders, left, found, err = replayOf(tx, sl.req)
+				if err == nil && !found {
+					err = fmt.Errorf("the order of key %q vanished within the transaction", sl.req.key)
+				}
+				replayed = err == nil
+				return err
+			}
+			read = map[string]int64{sku: stock}
+		default:
 			var found bool
 			orders, left, found, err = replayOf(tx, sl.req)
 			if err != nil || found {
@@ -73,7 +96,7 @@ func (s *Store) sell(ctx context.Context, sl sale, mode Mode, hooks Hooks) (orde
 				return err
 			}
 		}
-		if left, err = moveStock(ctx, tx, mode, sl.req.lines, hooks.Work); err != nil {
+		if left, err = moveStock(ctx, tx, mode, sl.req.lines, hooks.Work, read); err != nil {
 			return err
 		}
 		orders = make([]Order, len(sl.req.lines))

@@ -81,6 +81,24 @@ func readStock(tx *gorm.DB, sku string, forUpdate bool) (int64, error) {
 	return stock, nil
 }
 
+// readStockAndKey is a plain readStock and the look-up of an idempotency key in one statement:
+// the stock, and whether an order holds the key. It is plain only: a locking read would also
+// lock the gap of the orders' key index where the key would go, and two transactions that
+// each hold such a gap deadlock when both insert into it.
+func readStockAndKey(tx *gorm.DB, sku string, key string) (stock int64, known bool, err error) {
+	q := "SELECT p.stock, o.id IS NOT NULL FROM products p LEFT JOIN orders o ON o.request_id = ? WHERE p.sku = ?"
+	if err := tx.Raw(q, key, sku).Row().Scan(&stock, &known); err != nil {
+		if errors.Is(err, errNoRows) {
+			return 0, false, ErrUnknownSKU
+		}
+		return 0, false, fmt.Errorf("read stock and key: %w", err)
+	}
+	return stock, known, nil
+}
+
+// readsPlainly says whether mode reads the stock with a plain read before it writes it.
+func readsPlainly(mode Mode) bool { return mode == Fenced || mode == Unfenced || mode == Unsafe }
+
 // writeStock writes a stock value computed from a read: the read-modify-write of every mode but CAS.
 func writeStock(tx *gorm.DB, sku string, stock int64) error {
 	if err := tx.Exec("UPDATE products SET stock = ?, updated_at = ? WHERE sku = ?", stock, time.Now().UTC(), sku).Error; err != nil {
@@ -117,7 +135,9 @@ type line struct {
 //
 // Rows are touched in sorted order, the same in every change, so two changes cannot deadlock on
 // row locks. A short line is a *ShortError naming the first short line in the caller's order.
-func moveStock(ctx context.Context, tx *gorm.DB, mode Mode, lines []line, work func(context.Context) error) (map[string]int64, error) {
+// read holds stock the caller has read already, in this transaction and as this mode reads
+// (readStockAndKey); those SKUs are not read again.
+func moveStock(ctx context.Context, tx *gorm.DB, mode Mode, lines []line, work func(context.Context) error, read map[string]int64) (map[string]int64, error) {
 	sorted := slices.Clone(lines)
 	slices.SortFunc(sorted, func(a, b line) int { return strings.Compare(a.sku, b.sku) })
 	left := make(map[string]int64, len(lines))
@@ -146,6 +166,10 @@ func moveStock(ctx context.Context, tx *gorm.DB, mode Mode, lines []line, work f
 		return left, nil
 	}
 	for _, l := range sorted {
+		if stock, ok := read[l.sku]; ok {
+			left[l.sku] = stock
+			continue
+		}
 		stock, err := readStock(tx, l.sku, mode == ForUpdate)
 		if err != nil {
 			return nil, err
