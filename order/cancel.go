@@ -68,7 +68,7 @@ func (s *Server) cancelOrder(c *gin.Context) {
 		result = "replayed"
 	}
 	s.metrics.cancellations.WithLabelValues(result).Inc()
-	s.metrics.stock.WithLabelValues(res.Order.SKU).Set(float64(res.Remaining))
+	s.stockGauge(res.Order.SKU).Set(float64(res.Remaining))
 	if !res.Replayed {
 		s.feeds.notify(res.Order.SKU)
 	}

@@ -72,7 +72,7 @@ func (s *Server) purchaseCart(c *gin.Context, cart inventory.Cart) {
 	}
 	status, result := s.countSale(res.Replayed)
 	for sku, left := range res.Remaining {
-		s.metrics.stock.WithLabelValues(sku).Set(float64(left))
+		s.stockGauge(sku).Set(float64(left))
 		if !res.Replayed {
 			s.feeds.notify(sku)
 		}
@@ -87,7 +87,7 @@ func (s *Server) sellCart(ctx context.Context, cart inventory.Cart, mode LockMod
 	}
 	skus := make([]string, len(cart.Items))
 	for i, it := range cart.Items {
-		if _, err := s.store.Product(ctx, it.SKU); err != nil {
+		if err := s.productExists(ctx, it.SKU); err != nil {
 			return inventory.CartResult{}, err // an unknown SKU creates no lock path
 		}
 		skus[i] = it.SKU

@@ -12,11 +12,13 @@ import (
 )
 
 type metrics struct {
-	orders        *prometheus.CounterVec
-	cancellations *prometheus.CounterVec
-	lockWait      prometheus.Histogram
-	lockHold      prometheus.Histogram
-	stock         *prometheus.GaugeVec
+	orders *prometheus.CounterVec
+	// the children of orders every sale counts, made once rather than looked up by label per request
+	created, replayed prometheus.Counter
+	cancellations     *prometheus.CounterVec
+	lockWait          prometheus.Histogram
+	lockHold          prometheus.Histogram
+	stock             *prometheus.GaugeVec
 }
 
 var lockBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
@@ -39,6 +41,7 @@ func newMetrics(reg *prometheus.Registry, zkStats func() dlock.Stats) (*metrics,
 			Name: "zkstock_stock", Help: "Stock left as this replica last saw it.",
 		}, []string{"sku"}),
 	}
+	m.created, m.replayed = m.orders.WithLabelValues("created"), m.orders.WithLabelValues("replayed")
 	for _, c := range []prometheus.Collector{m.orders, m.cancellations, m.lockWait, m.lockHold, m.stock, zkCollector{zkStats},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		if err := reg.Register(c); err != nil {

@@ -54,7 +54,7 @@ func (s *Server) purchase(c *gin.Context) {
 		return
 	}
 	status, result := s.countSale(res.Replayed)
-	s.metrics.stock.WithLabelValues(p.SKU).Set(float64(res.Remaining))
+	s.stockGauge(p.SKU).Set(float64(res.Remaining))
 	if !res.Replayed {
 		s.feeds.notify(p.SKU)
 	}
@@ -75,14 +75,13 @@ func (s *Server) refusePurchase(c *gin.Context, e *apiError, key string, log *sl
 
 // countSale counts a sale, or its replay, and says how to answer it.
 func (s *Server) countSale(replayed bool) (status int, result string) {
-	status, result = http.StatusCreated, "created"
 	if replayed {
-		status, result = http.StatusOK, "replayed"
-	} else {
-		s.sales.Add(1)
+		s.metrics.replayed.Inc()
+		return http.StatusOK, "replayed"
 	}
-	s.metrics.orders.WithLabelValues(result).Inc()
-	return status, result
+	s.sales.Add(1)
+	s.metrics.created.Inc()
+	return http.StatusCreated, "created"
 }
 
 // parsePurchase reads a purchase of one SKU, or a cart (cart != nil).
@@ -132,10 +131,10 @@ func (s *Server) sell(ctx context.Context, p inventory.Purchase, mode LockMode, 
 	if err != nil {
 		return inventory.Result{}, err
 	}
-	// Two reads before the lock: a retry of a finished purchase is answered from the orders
+	// Two reads before the lock (the first only until the SKU is known to exist): a retry of a finished purchase is answered from the orders
 	// table (and a key that made another purchase is refused), and an unknown SKU is refused
 	// without creating a lock path in ZooKeeper for it.
-	if _, err := s.store.Product(ctx, p.SKU); err != nil {
+	if err := s.productExists(ctx, p.SKU); err != nil {
 		return inventory.Result{}, err
 	}
 	if !p.NewKey {

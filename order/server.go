@@ -47,6 +47,7 @@ type Server struct {
 	switched switches
 	metrics  *metrics
 	reg      *prometheus.Registry
+	known    knownSKUs // SKUs seen to exist, with their stock gauges (known.go)
 
 	batchersMu sync.Mutex
 	batchers   map[string]*batcher // mode zk-batch, per SKU with purchases queued or selling
