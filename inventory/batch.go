@@ -13,8 +13,11 @@ type BatchItem struct {
 	Purchase Purchase
 	Result   Result
 	Err      error // ErrOutOfStock or ErrKeyReused: this item alone was refused
-	// known: the answer does not hang on this batch's commit (a refusal, or a replay of an order
-	// committed before), so it stands when the commit goes unanswered.
+	// Repeat: the item's key repeats an earlier purchase of this batch, which it replays.
+	Repeat bool
+	// known: the answer does not hang on this batch's commit, so it stands when the commit goes
+	// unanswered: a replay of an order committed before, a key some earlier request made, a
+	// quantity the stock did not cover before this batch sold anything.
 	known bool
 }
 
@@ -41,7 +44,7 @@ func (s *Store) DeductBatch(ctx context.Context, sku string, fence Fence, items 
 	case errors.Is(err, ErrOutcomeUnknown):
 		for i := range items {
 			if !items[i].known {
-				items[i].Result, items[i].Err = Result{}, err
+				items[i].Result, items[i].Err = Result{}, err // Repeat stays: settling needs it
 			}
 		}
 		return err
@@ -63,6 +66,7 @@ func deductBatch(tx *gorm.DB, sku string, fence Fence, items []BatchItem, lastWo
 	if err != nil {
 		return err
 	}
+	before := stock
 	heads, err := headsOf(tx, items)
 	if err != nil {
 		return err
@@ -72,7 +76,7 @@ func deductBatch(tx *gorm.DB, sku string, fence Fence, items []BatchItem, lastWo
 	newKeys := map[string]int{}  // key -> index in orders, for repeats within the batch
 	for i := range items {
 		it := &items[i]
-		it.Result, it.Err, it.known = Result{}, nil, false
+		it.Result, it.Err, it.Repeat, it.known = Result{}, nil, false, false
 		p := it.Purchase
 		if p.SKU != sku {
 			return fmt.Errorf("batch of %s holds a purchase of %s", sku, p.SKU)
@@ -89,8 +93,10 @@ func deductBatch(tx *gorm.DB, sku string, fence Fence, items []BatchItem, lastWo
 				continue
 			}
 			if j, found := newKeys[p.RequestID]; found {
+				// Both answers hang on the commit: the key is used only if the batch commits.
+				it.Repeat = true
 				if orders[j].BodyDigest != req.digest {
-					it.Err, it.known = ErrKeyReused, true
+					it.Err = ErrKeyReused
 				} else {
 					answers[i] = j
 					it.Result = Result{Remaining: stock, Replayed: true}
@@ -99,7 +105,9 @@ func deductBatch(tx *gorm.DB, sku string, fence Fence, items []BatchItem, lastWo
 			}
 		}
 		if stock < p.Qty {
-			it.Err, it.known = ErrOutOfStock, true
+			// Known only if the stock fell short before this batch sold anything: otherwise it
+			// was short because of sales that stand only if the batch commits.
+			it.Err, it.known = ErrOutOfStock, before < p.Qty
 			continue
 		}
 		stock -= p.Qty

@@ -41,8 +41,9 @@ type batchReq struct {
 }
 
 type batchAnswer struct {
-	res inventory.Result
-	err error
+	res    inventory.Result
+	err    error
+	repeat bool // the purchase's key repeats an earlier one of its batch: a replay
 }
 
 // batcherFor is the SKU's batcher. Batchers exist only while they have work: an idle one drops
@@ -249,17 +250,29 @@ func (b *batcher) failWaiting(waiting []*batchReq, err error) {
 }
 
 // settle resolves, still under the lease, the purchases whose outcome the batch left unknown (an
-// unanswered COMMIT, a panic), each by its key, as every mode settles before it releases.
+// unanswered COMMIT, a panic), each by its key, as every mode settles before it releases. They
+// share one budget and one wait: the batch was one transaction, and one COMMIT went unanswered.
+// A repeat of an earlier purchase of the batch is answered as the replay it is.
 func (b *batcher) settle(ctx context.Context, batch []*batchReq, answers []batchAnswer, log *slog.Logger) []batchAnswer {
+	unanswered := time.Now() // the COMMIT was sent before this
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), resolveBudget)
+	defer cancel()
+	open := false
 	for i, a := range answers {
-		if errors.Is(a.err, inventory.ErrOutcomeUnknown) {
-			p := batch[i].p
-			answers[i].err = b.s.settle(ctx, change{resolve: func(ctx context.Context, cause error) error {
-				var err error
-				answers[i].res, err = b.s.resolvePurchase(ctx, p, cause, log.With("request_id", p.RequestID))
-				return err
-			}}, a.err, log)
+		if !errors.Is(a.err, inventory.ErrOutcomeUnknown) {
+			continue
 		}
+		p := batch[i].p
+		res, err := b.s.resolvePurchase(rctx, p, a.err, log.With("request_id", p.RequestID))
+		if err == nil {
+			res.Replayed = a.repeat
+		}
+		answers[i] = batchAnswer{res: res, err: err, repeat: a.repeat}
+		open = open || errors.Is(err, errOutcomeUnknown)
+	}
+	if wait := time.Until(unanswered.Add(b.s.store.CommitBound())); open && wait > 0 {
+		log.Warn("zk-batch: outcomes unknown: keeping the lock until the commit can no longer apply", "wait", wait.String())
+		time.Sleep(wait)
 	}
 	return answers
 }
@@ -322,7 +335,7 @@ func (b *batcher) sell(ctx context.Context, held holding, fence inventory.Fence,
 		return answers
 	}
 	for i, it := range items {
-		answers[i] = batchAnswer{res: it.Result, err: it.Err}
+		answers[i] = batchAnswer{res: it.Result, err: it.Err, repeat: it.Repeat}
 		if err != nil && !errors.Is(err, inventory.ErrOutcomeUnknown) {
 			answers[i] = batchAnswer{err: err} // the whole batch failed; DeductBatch marked the unknown ones itself
 		}

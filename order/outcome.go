@@ -30,9 +30,19 @@ var (
 // so. A replay is never resolved here: it wrote nothing, so inventory answers it even when its
 // commit goes unanswered, and it is not counted as a sale.
 
+// budget is the context a resolution runs under: resolveBudget, or less when ctx's deadline comes
+// first (a batch's purchases share one budget), and never cancelled with the client who left.
+func budget(ctx context.Context) (context.Context, context.CancelFunc) {
+	deadline := time.Now().Add(resolveBudget)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	return context.WithDeadline(context.WithoutCancel(ctx), deadline)
+}
+
 // resolveKey asks, until resolveBudget is spent, whether the key's head order exists.
 func (s *Server) resolveKey(ctx context.Context, key string, cause error) (context.Context, context.CancelFunc, error) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), resolveBudget)
+	ctx, cancel := budget(ctx)
 	for {
 		_, found, err := s.store.ResolveRequest(ctx, key)
 		switch {
@@ -84,7 +94,7 @@ func (s *Server) resolveCart(ctx context.Context, cart inventory.Cart, cause err
 
 // resolveCancel learns whether a cancellation whose COMMIT went unanswered took effect.
 func (s *Server) resolveCancel(ctx context.Context, id int64, cause error, log *slog.Logger) (inventory.CancelResult, error) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), resolveBudget)
+	ctx, cancel := budget(ctx)
 	defer cancel()
 	for {
 		o, err := s.store.ResolveCancel(ctx, id)
