@@ -120,6 +120,8 @@ func (r *redisLocks) lock(ctx context.Context, sku string, fenced bool) (*redisL
 // tried again with the same name, which answers what the lost one did. When ctx ends before an
 // answer came, the lock is dropped if the lost try took it.
 func (r *redisLocks) acquireFenced(ctx context.Context, sku, name string) (int64, error) {
+	// uncertain: a try was sent and never answered, so Redis may run it, now or a little later
+	// (a script queued behind a paused server runs when it resumes, whoever still listens).
 	uncertain := false
 	for try := 0; ; try++ {
 		token, err := acquireWithToken.Run(ctx, r.client, []string{lockKey(sku), tokenKey(sku)}, name, r.ttl.Milliseconds()).Int64()
@@ -127,10 +129,9 @@ func (r *redisLocks) acquireFenced(ctx context.Context, sku, name string) (int64
 		switch {
 		case err == nil && token > 0:
 			return token, nil
-		case err == nil:
-			uncertain = false // the lock is someone else's: ours was never set
-		case errors.As(err, &timeout) && timeout.Timeout() && ctx.Err() == nil:
-			uncertain = true // sent, no answer: the server may have set the lock; the next try tells
+		case err == nil: // someone else holds it; an earlier unanswered try may still run
+		case errors.As(err, &timeout) && timeout.Timeout(), errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+			uncertain = true // sent, no answer: the next try, or the clean-up, tells
 		default: // Redis refused or is unreachable: say so now, as redsync does
 			if uncertain {
 				r.dropLost(sku, name)
@@ -145,16 +146,25 @@ func (r *redisLocks) acquireFenced(ctx context.Context, sku, name string) (int64
 			if uncertain {
 				r.dropLost(sku, name)
 			}
-			return 0, fmt.Errorf("redis lock %s: %w", sku, ctx.Err())
+			return 0, fmt.Errorf("redis lock %s: %w", sku, errors.Join(ctx.Err(), err))
 		}
 	}
 }
 
-// dropLost deletes a lock an unanswered try may have taken, with a context of its own.
+// dropLost deletes a lock an unanswered try may have taken: now, and once more after the client's
+// read timeout, for a try that Redis runs late. It runs in the background with contexts of its
+// own; at worst the lock expires with its TTL.
 func (r *redisLocks) dropLost(sku, name string) {
-	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
-	defer cancel()
-	_ = dropIfMine.Run(ctx, r.client, []string{lockKey(sku)}, name).Err() // at worst it expires with its TTL
+	drop := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+		defer cancel()
+		_ = dropIfMine.Run(ctx, r.client, []string{lockKey(sku)}, name).Err() // best effort, said above
+	}
+	go func() {
+		drop()
+		time.Sleep(2 * r.client.Options().ReadTimeout)
+		drop()
+	}()
 }
 
 // raiseTokenTo lifts the SKU's token counter to the database's fence (see raiseToken).

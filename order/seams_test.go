@@ -323,3 +323,36 @@ func TestSwitchingLockServicesWaitsForTheOldHolders(t *testing.T) {
 		})
 	}
 }
+
+// The same, when the lock's wait ends while the try is still queued in Redis: the purchase gives
+// up (503 lock_unavailable) and the SKU sells again at once, not after the lock's TTL. (Redis
+// drops a paused command whose client went away, so this passes on the old code too; a try that
+// Redis runs with its reply lost is what the clean-up, tried now and once more later, is for.)
+func TestRedisFencedLostAcquireAtTheDeadline(t *testing.T) {
+	rdb := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr(t)})
+	t.Cleanup(func() { _ = rdb.Close() })
+	rs := newCluster(t, 1, clusterOpts{Mode: order.ModeRedisFenced, LockTimeout: time.Second, RedisLockTTL: 20 * time.Second})
+	const sku = "SEAM-REDIS-DEADLINE"
+	resetStock(t, rs[0], sku, 10)
+	ctx := context.Background()
+	start := time.Now()
+	if err := rdb.Do(ctx, "CLIENT", "PAUSE", "2500", "WRITE").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if rep := buy(t, rs[0], sku, 1, ""); rep.code() != "lock_unavailable" {
+		t.Fatalf("purchase whose wait ended with its try unanswered: %d %s", rep.status, rep.raw)
+	}
+	for {
+		n, err := rdb.Exists(ctx, "zkstock:lock:sku:"+sku).Result()
+		if err == nil && n == 0 && time.Since(start) > 3*time.Second {
+			break // the pause is over, the late try ran, and its lock is gone
+		}
+		if time.Since(start) > 12*time.Second {
+			t.Fatalf("the late try's lock is still there after %v (its TTL is 20 s)", time.Since(start))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if rep := buy(t, rs[0], sku, 1, ""); rep.status != 201 {
+		t.Fatalf("next purchase: %d %s", rep.status, rep.raw)
+	}
+}

@@ -44,6 +44,8 @@ type Options struct {
 	Wrap func(http.Handler) http.Handler
 	// EventStreams caps the live page's streams per replica (default 64).
 	EventStreams int
+	// RedisLockTTL is the Redis locks' expiry (default 3 s).
+	RedisLockTTL time.Duration
 }
 
 func logger() *slog.Logger {
@@ -92,7 +94,7 @@ func Start(t testing.TB, n int, o Options) []*Replica {
 		}
 		t.Cleanup(func() { _ = locks.Close() })
 		cfg := order.Config{ReplicaID: name, LockMode: o.Mode, LockTimeout: o.LockTimeout, WorkDelay: o.WorkDelay, AdminToken: token,
-			ZKServers: o.ZKServers, ZKSessionTimeout: 10 * time.Second, RedisAddr: cmp.Or(o.RedisAddr, os.Getenv("REDIS_ADDR")), RedisLockTTL: 3 * time.Second, EventStreams: o.EventStreams}
+			ZKServers: o.ZKServers, ZKSessionTimeout: 10 * time.Second, RedisAddr: cmp.Or(o.RedisAddr, os.Getenv("REDIS_ADDR")), RedisLockTTL: cmp.Or(o.RedisLockTTL, 3*time.Second), EventStreams: o.EventStreams}
 		srv, err := order.New(cfg, store, locks, logger())
 		if err != nil {
 			t.Fatal(err)
