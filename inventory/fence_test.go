@@ -119,3 +119,30 @@ func TestCartNamesItsShortItemInEveryMode(t *testing.T) {
 		})
 	}
 }
+
+// Carts recorded before heads were (only KEY#SKU orders, no digest) are replayed, and a cart
+// whose head order an admin reset deleted is refused as a reused key, not answered "retry"
+// forever (the reviewer's upgrade finding).
+func TestCartsRecordedBeforeHeadsAndAfterAReset(t *testing.T) {
+	s := openStore(t)
+	ctx := context.Background()
+	for _, sku := range []string{"LEG-A", "LEG-B"} {
+		mustReset(t, s, sku, 10)
+	}
+	legacy := inventory.Cart{Items: []inventory.CartItem{{SKU: "LEG-A", Qty: 1}, {SKU: "LEG-B", Qty: 2}}, RequestID: "legacy"}
+	if err := s.InsertLegacyCartForTest(ctx, legacy); err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.DeductCart(ctx, legacy, inventory.Unfenced, inventory.Hooks{})
+	if err != nil || !res.Replayed || len(res.Orders) != 2 {
+		t.Fatalf("a legacy cart again: %+v, %v; want its replay", res, err)
+	}
+	cart := inventory.Cart{Items: []inventory.CartItem{{SKU: "LEG-A", Qty: 1}, {SKU: "LEG-B", Qty: 1}}, RequestID: "reset-head"}
+	if _, err := s.DeductCart(ctx, cart, inventory.Unfenced, inventory.Hooks{}); err != nil {
+		t.Fatal(err)
+	}
+	mustReset(t, s, "LEG-A", 10) // deletes the head order (LEG-A sorts first)
+	if _, err := s.DeductCart(ctx, cart, inventory.Unfenced, inventory.Hooks{}); !errors.Is(err, inventory.ErrKeyReused) {
+		t.Fatalf("a cart whose head was reset: %v, want ErrKeyReused", err)
+	}
+}

@@ -105,39 +105,45 @@ func (r keyedRequest) matches(h Order) bool {
 }
 
 // recorded finds the orders the request's key made already, in the order of its lines: found is
-// false when the key is new, and ErrKeyReused says that another request made them.
+// false when the key is new, and ErrKeyReused says that another request made them. One query
+// reads the key and, for a cart, its items' keys:
+//   - the head order under the key decides, by its digest; the cart's other orders are its items;
+//   - no head, but items of the key: a cart recorded before heads were (only item keys, no
+//     digest), a replay when it holds exactly these lines; or the rest of a cart whose head an
+//     admin reset deleted, which can be neither replayed nor sold again under its key.
 func recorded(db *gorm.DB, r keyedRequest) (orders []Order, found bool, err error) {
-	var h Order
-	err = db.Where("request_id = ?", r.key).Take(&h).Error
-	switch {
-	case errors.Is(err, gorm.ErrRecordNotFound):
-		return nil, false, nil
-	case err != nil:
-		return nil, false, fmt.Errorf("look up key %q: %w", r.key, err)
-	case !r.matches(h):
-		return nil, false, ErrKeyReused
-	}
-	bySKU := map[string]Order{h.SKU: h}
-	if len(r.lines) > 1 {
-		var keys []string
+	keys := []string{r.key}
+	if r.kind == kindCart {
 		for _, l := range r.lines {
-			if l.sku != h.SKU {
-				keys = append(keys, r.keyOf(l.sku))
-			}
+			keys = append(keys, ItemKey(r.key, l.sku))
 		}
-		var items []Order
-		if err := db.Where("request_id IN ?", keys).Find(&items).Error; err != nil {
-			return nil, false, fmt.Errorf("look up the orders of cart %q: %w", r.key, err)
+	}
+	var rows []Order
+	if err := db.Where("request_id IN ?", keys).Find(&rows).Error; err != nil {
+		return nil, false, fmt.Errorf("look up key %q: %w", r.key, err)
+	}
+	if len(rows) == 0 {
+		return nil, false, nil
+	}
+	bySKU := map[string]Order{}
+	var head *Order
+	for i, o := range rows {
+		if *o.RequestID == r.key {
+			head = &rows[i]
 		}
-		for _, o := range items {
-			bySKU[o.SKU] = o
-		}
+		bySKU[o.SKU] = o
+	}
+	switch {
+	case head != nil && !r.matches(*head):
+		return nil, false, ErrKeyReused
+	case head == nil && (r.kind != kindCart || len(rows) != len(r.lines)):
+		return nil, false, ErrKeyReused
 	}
 	orders = make([]Order, len(r.lines))
 	for i, l := range r.lines {
 		o, ok := bySKU[l.sku]
-		if !ok {
-			return nil, false, fmt.Errorf("the order of %s under key %q is missing", l.sku, r.key)
+		if !ok || o.Qty != l.take || (head == nil && o.BodyDigest != "") {
+			return nil, false, ErrKeyReused // a part of the key's orders is gone: an admin reset
 		}
 		orders[i] = o
 	}
