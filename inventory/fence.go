@@ -19,17 +19,21 @@ import (
 // Redis sales may put a ZooKeeper holder's token below the fence — so the fence does not compare
 // them. Instead every fenced write gets the pair (epoch, token), where epoch counts the times the
 // issuer of the latest write changed (claimFence moves it in the same statement):
-//   - the pairs of successive writes strictly grow (a write of the same issuer keeps the epoch and
-//     carries a token at least its predecessor's; a write of another issuer raises the epoch), so
-//     the writes of a SKU are one totally ordered token space, whatever the mode;
-//   - a holder is refused only when a newer holder of its own issuer has written (its token is
-//     below its issuer's mark): that holder's lock was handed on, so it is stale. A rightful
-//     holder of any issuer, after any sequence of switches on any replica, is never refused,
-//     because no write of another issuer touches its issuer's mark.
+//   - the pairs of successive writes never decrease (a write of the same issuer keeps the epoch
+//     and carries a token at least its predecessor's, equal for one holder writing twice; a write
+//     of another issuer raises the epoch), so the writes of a SKU are ordered in one token space,
+//     whatever the mode;
+//   - a holder is refused when a newer holder of its own issuer has written (its token is below
+//     its issuer's mark): that holder's lock was handed on, so it is stale. A rightful holder of
+//     any issuer, after any sequence of switches on any replica, is never refused, because no
+//     write of another issuer touches its issuer's mark.
 //
-// Holders of different issuers can hold at once while replicas switch modes (each lock service
-// excludes only its own holders). The fence keeps them apart all the same: its claim takes the
-// product's row lock before the first read, so their transactions run one after the other.
+// What the fence does not do is compare a holder with another issuer's holders: a ZooKeeper
+// holder that paused while the mode moved to Redis is admitted when it wakes, if no ZooKeeper
+// holder wrote meanwhile. Holders of two issuers can hold at once while replicas switch (each
+// lock service excludes only its own holders); what keeps their writes apart is the claim's row
+// lock, taken before the first read, which runs their transactions one after the other, and the
+// service's transition window, in which new holders also take the old service's lock.
 type Issuer uint8
 
 const (

@@ -96,7 +96,6 @@ func (s *Server) setLockMode(c *gin.Context) {
 	case s.modeChanged <- struct{}{}:
 	default:
 	}
-	s.log.Info("lock mode changed", "mode", m)
 	c.JSON(http.StatusOK, gin.H{"mode": m, "replica": s.cfg.ReplicaID})
 }
 

@@ -44,10 +44,11 @@ type Server struct {
 	log   *slog.Logger
 	mode  atomic.Value // LockMode
 	// switched: the recent switches of mode, whose holders may still run (transition.go)
-	switched switches
-	metrics  *metrics
-	reg      *prometheus.Registry
-	known    knownSKUs // SKUs seen to exist, with their stock gauges (known.go)
+	switched  switches
+	switching sync.Mutex // one switch of mode at a time
+	metrics   *metrics
+	reg       *prometheus.Registry
+	known     knownSKUs // SKUs seen to exist, with their stock gauges (known.go)
 
 	batchersMu sync.Mutex
 	batchers   map[string]*batcher // mode zk-batch, per SKU with purchases queued or selling

@@ -72,10 +72,16 @@ func (s *Server) transitionWindow() time.Duration {
 	return s.cfg.LockTimeout + s.cfg.WorkDelay + resolveBudget + s.store.CommitBound() + 2*releaseTimeout
 }
 
-// switchMode makes m this replica's mode, and opens a transition window when it changes.
+// switchMode makes m this replica's mode, and opens a transition window when it changes. The
+// read of the old mode, its record and the store are one step, so that two switches at once
+// both leave their old modes in the window.
 func (s *Server) switchMode(m LockMode) {
+	s.switching.Lock()
+	defer s.switching.Unlock()
 	if old := s.Mode(); old != m {
 		s.switched.add(old, time.Now())
+		s.log.Info("lock mode switched: a transition window opens; switch every replica within it",
+			"from", old, "to", m, "window", s.transitionWindow().String())
 	}
 	s.mode.Store(m)
 }
