@@ -31,8 +31,9 @@ func claimFence(tx *gorm.DB, sku string, f Fence) error {
 	if err != nil {
 		return err
 	}
-	// MySQL and MariaDB assign left to right, each assignment seeing the ones before it: the
-	// epoch is compared with the issuer before the issuer is overwritten.
+	// The epoch is assigned first, so it compares the issuer before this statement overwrites it,
+	// whether the server assigns left to right (MySQL, MariaDB's default) or all at once
+	// (MariaDB's SIMULTANEOUS_ASSIGNMENT).
 	r := tx.Exec("UPDATE products SET fence_epoch = fence_epoch + (fence_issuer <> ?), fence_issuer = ?, "+col+" = ? WHERE sku = ? AND "+col+" <= ?",
 		f.Issuer.String(), f.Issuer.String(), f.Token, sku, f.Token)
 	if r.Error != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strings"
 
 	"github.com/gin-gonic/gin"
 
@@ -130,6 +131,7 @@ func cancelError(err error) *apiError {
 			"it may have been made. Look the order up with GET /v1/orders/ID, or cancel again: it is never cancelled twice")
 	}
 	e := purchaseError(err)
+	e.Message = strings.ReplaceAll(e.Message, "nothing was sold", "nothing was changed")
 	if e.Code == "storage_unavailable" {
 		e.Message = "the database did not complete the cancellation; nothing was changed; retry"
 	}

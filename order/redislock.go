@@ -59,8 +59,10 @@ return 0`)
 
 // raiseToken lifts the counter to at least ARGV[1]. After Redis lost its data (a restart with
 // persistence off) the counter starts again from zero and the database fence refuses every new
-// token; raised to the highest token the database has seen, the next holders are accepted again,
-// while every holder from before the restart still carries a token at most that high.
+// token; raised to the highest Redis token the database has seen written, the next holders are
+// accepted again. A holder from before the restart that had not written yet may carry a token
+// above that mark and be admitted too: the same danger as lowering a fence (inventory.LowerFence),
+// which the claim's row lock keeps from losing an update.
 var raiseToken = redis.NewScript(`
 local current = tonumber(redis.call('GET', KEYS[1]) or '0')
 if current < tonumber(ARGV[1]) then
