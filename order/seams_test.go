@@ -190,10 +190,10 @@ func TestReplayWithAnUnansweredCommitIsNotASale(t *testing.T) {
 		commits++
 		return commits == 2
 	}, false)
-	r.Srv.SetWorkDelay(300 * time.Millisecond)
+	r.Srv.SetWorkDelay(500 * time.Millisecond)
 	first := make(chan reply, 1)
 	go func() { first <- buy(t, r, sku, 1, "K-RETRY") }()
-	time.Sleep(100 * time.Millisecond)
+	waitForHolder(t, r, sku) // the first sale holds the lock; the retry will not find its order
 	second := buy(t, r, sku, 1, "K-RETRY")
 	one := <-first
 	if one.status != 201 || second.status != 200 || second.body["replayed"] != true || second.orderID() != one.orderID() {
@@ -307,15 +307,22 @@ func TestSwitchingLockServicesWaitsForTheOldHolders(t *testing.T) {
 			sku := "SEAM-TRANSITION"
 			resetStock(t, old, sku, 10)
 			setMode(t, []*replica{switched}, c.to)
-			old.Srv.SetWorkDelay(time.Second)
+			old.Srv.SetWorkDelay(1500 * time.Millisecond)
 			first := make(chan reply, 1)
-			go func() { first <- buy(t, old, sku, 1, "") }()
-			time.Sleep(300 * time.Millisecond) // the old mode's holder is in its work now
+			var oldDone time.Time
+			go func() { rep := buy(t, old, sku, 1, ""); oldDone = time.Now(); first <- rep }()
+			time.Sleep(500 * time.Millisecond) // the old mode's holder is in its work now
 			if rep := buy(t, switched, sku, 1, ""); rep.status != 201 {
 				t.Fatalf("purchase in the new mode: %d %s", rep.status, rep.raw)
 			}
+			newDone := time.Now()
 			if rep := <-first; rep.status != 201 {
 				t.Fatalf("purchase in the old mode: %d %s", rep.status, rep.raw)
+			}
+			// db-cas takes no lock and claims its stock only after its work, in one atomic
+			// statement: the new mode has nothing to wait for, and the audit is what counts.
+			if c.from != order.ModeDBCAS && newDone.Before(oldDone) {
+				t.Fatalf("the new mode's purchase finished %v before the old holder's: it did not wait for it", oldDone.Sub(newDone))
 			}
 			if a := auditOf(t, old, sku); a.LostUpdates != 0 || a.UnitsSold != 2 || a.Stock != 8 {
 				t.Fatalf("audit %+v: one mode's holder wrote over the other's", a)
@@ -355,4 +362,15 @@ func TestRedisFencedLostAcquireAtTheDeadline(t *testing.T) {
 	if rep := buy(t, rs[0], sku, 1, ""); rep.status != 201 {
 		t.Fatalf("next purchase: %d %s", rep.status, rep.raw)
 	}
+}
+
+// waitForHolder waits until the SKU's ZooKeeper lock has a holder.
+func waitForHolder(t *testing.T, r *replica, sku string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if rep := call(t, "GET", r.URL+"/v1/products/"+sku+"/lock", ""); strings.Contains(rep.raw, `"holder":true`) {
+			return
+		}
+	}
+	t.Fatalf("no holder of %s's lock within 10 s", sku)
 }
