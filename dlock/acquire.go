@@ -69,7 +69,7 @@ func (c *Client) waitTurn(ctx context.Context, n *ownNode, try bool) (*Lease, er
 	readQueue := true
 	for {
 		if readQueue {
-			kids, st, err := c.readQueue(ctx, n)
+			kids, st, behind, err := c.readQueue(ctx, n)
 			if err != nil && !errors.Is(err, zk.ErrNoNode) {
 				c.discard(ctx, n.path, n.owner)
 				return nil, err
@@ -91,6 +91,10 @@ func (c *Client) waitTurn(ctx context.Context, n *ownNode, try bool) (*Lease, er
 			}
 			ahead = nodename.Blockers(queue, n.node)
 			readQueue = false
+			if behind && !try && len(ahead) > 0 && len(ahead) <= handOverReach {
+				readQueue = true // look again: the read behind the create is a round trip early
+				continue
+			}
 		}
 		if try && len(ahead) > 0 {
 			c.discard(ctx, n.path, n.owner)
@@ -132,25 +136,38 @@ func (c *Client) waitTurn(ctx context.Context, n *ownNode, try bool) (*Lease, er
 }
 
 // readQueue reads the queue n waits in. The first time, it takes the read sent behind n's create
-// instead, if that one shows n; a read that does not show n (sent on another connection after a
-// reconnection, to a server that had not applied the create yet; or failed) is dropped, and the
-// queue read again as if it had never been sent.
-func (c *Client) readQueue(ctx context.Context, n *ownNode) ([]string, *zk.Stat, error) {
-	if behind := n.behind; behind != nil {
+// instead (behind reports that it did), if that one shows n; a read that does not show n (sent on
+// another connection after a reconnection, to a server that had not applied the create yet; or
+// failed) is dropped, and the queue read again as if it had never been sent.
+func (c *Client) readQueue(ctx context.Context, n *ownNode) (kids []string, st *zk.Stat, behind bool, err error) {
+	if ch := n.behind; ch != nil {
 		n.behind = nil
 		select {
-		case r := <-behind:
+		case r := <-ch:
 			if r.err == nil && slices.Contains(r.kids, n.node.Name) {
-				return r.kids, r.st, nil
+				return r.kids, r.st, true, nil
 			}
 		case <-ctx.Done():
-			return nil, nil, ctx.Err()
+			return nil, nil, false, ctx.Err()
 		case <-c.closedCh:
-			return nil, nil, ErrClosed
+			return nil, nil, false, ErrClosed
 		}
 	}
-	return c.children(ctx, n.dir)
+	kids, st, err = c.children(ctx, n.dir)
+	return kids, st, false, err
 }
+
+// handOverReach is how many nodes ahead a waiter expects to be gone a round trip after its create
+// was applied. The read behind the create shows the queue at that instant, a round trip earlier
+// than a read sent after the create's answer, as waiters always read it before; ZooKeeper answers
+// a read only once the writes queued before it are applied, so the later read finds the holder's
+// delete, and the next's, if they were on their way. With up to this many nodes ahead the waiter
+// reads again rather than watch the nearest: measured with 3 contenders (BenchmarkMutex),
+// watching at once made 0.9 of acquisitions wait for a notification, reading again 0.17, with
+// 0.1 fewer requests per acquisition and more acquisitions per second in 4 of 5 alternated runs.
+// With more nodes ahead (30 contenders) one round trip does not empty the queue ahead, a second
+// read would be one request more for nothing, and it watches the nearest at once.
+const handOverReach = 2
 
 // fencingToken is the lock path's creation zxid plus the node's sequence count, by the rule every
 // recipe of this module shares (nodename.Token, where the proof that it grows from holder to

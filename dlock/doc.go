@@ -22,6 +22,13 @@
 //     number, which grows from holder to holder at no extra request) and a Lost
 //     channel that closes before ZooKeeper can give the lock to anyone else (see below);
 //   - never blocks in Unlock or TryLock while ZooKeeper is unreachable;
+//   - knows whether it holds after one round trip: the queue read goes out right behind the
+//     create, before the create's answer is back, and ZooKeeper, which answers a session's
+//     requests in order, answers it after applying the create. The answer is used only if it
+//     shows the new node (then it was taken after every node ahead was created); otherwise, and
+//     whenever the create's answer is lost, the queue is read again as before. An uncontended
+//     Lock and Unlock are three requests in two round trips (Stats.RoundTrips); the release
+//     still waits for its delete;
 //   - re-reads nothing it need not: after its predecessor goes, a waiter checks only the nodes it
 //     already knew to be ahead of it, because no new node can ever get ahead;
 //   - creates lock paths as container nodes, which ZooKeeper removes when they are empty.
