@@ -15,6 +15,28 @@ import (
 // instead of waiting for an unrelated change beside the path (the live page stalled on a SKU
 // whose path was being created when its first stream opened).
 func TestQueueChangedSeesAPathCreatedInTheGap(t *testing.T) {
+	c, dir := clientInTestDir(t, "queue-gap")
+	if err := c.ensureParents(context.Background(), dir+"/x"); err != nil { // dir exists, dir/lock does not
+		t.Fatal(err)
+	}
+	path := dir + "/lock"
+	queueWatchGap = func(p string) {
+		if _, err := c.conn.Create(p, nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+			t.Errorf("create %s in the gap: %v", p, err)
+		}
+	}
+	t.Cleanup(func() { queueWatchGap = nil })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.QueueChanged(ctx, path); err != nil {
+		t.Fatalf("QueueChanged missed the path's creation: %v", err)
+	}
+}
+
+// clientInTestDir connects a Client to the test ZooKeeper (closed when the test ends) and names a
+// fresh directory for the test's paths.
+func clientInTestDir(t *testing.T, name string) (*Client, string) {
+	t.Helper()
 	servers := os.Getenv("ZK_SERVERS")
 	if servers == "" {
 		t.Skip("ZK_SERVERS not set")
@@ -25,21 +47,6 @@ func TestQueueChangedSeesAPathCreatedInTheGap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
-	dir := "/zkstock-test/queue-gap-" + strings.ReplaceAll(time.Now().Format("150405.000000"), ".", "")
-	if err := c.ensureParents(ctx, dir+"/x"); err != nil { // dir exists, dir/lock does not
-		t.Fatal(err)
-	}
-	path := dir + "/lock"
-	queueWatchGap = func(p string) {
-		if _, err := c.conn.Create(p, nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
-			t.Errorf("create %s in the gap: %v", p, err)
-		}
-	}
-	t.Cleanup(func() { queueWatchGap = nil })
-	wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
-	defer wcancel()
-	if err := c.QueueChanged(wctx, path); err != nil {
-		t.Fatalf("QueueChanged missed the path's creation: %v", err)
-	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c, "/zkstock-test/" + name + "-" + strings.ReplaceAll(time.Now().Format("150405.000000"), ".", "")
 }

@@ -6,8 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/go-sql-driver/mysql"
-
 	"github.com/zkstock/zkstock/internal/tcpproxy"
 	"github.com/zkstock/zkstock/internal/testenv"
 	"github.com/zkstock/zkstock/inventory"
@@ -18,16 +16,9 @@ import (
 // batch's own sales took the stock, and a repeat of a key the batch used, are unknown with the
 // rest (the reviewer found them answered 409 and 422 though the batch may not have committed).
 func TestBatchAnswersWhenItsCommitGoesUnanswered(t *testing.T) {
-	dsn := testenv.MySQLDatabase(t)
-	cfg, err := mysql.ParseDSN(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := tcpproxy.NewMySQL(t, cfg.Addr)
-	proxied := cfg.Clone()
-	proxied.Addr = proxy.Addr()
+	proxy, dsn := tcpproxy.ProxiedDSN(t, testenv.MySQLDatabase(t), nil)
 	ctx := context.Background()
-	s, err := inventory.Open(ctx, proxied.FormatDSN(), inventory.PoolOptions{})
+	s, err := inventory.Open(ctx, dsn, inventory.PoolOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

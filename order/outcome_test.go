@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
-
 	"github.com/zkstock/zkstock/internal/ordertest"
 	"github.com/zkstock/zkstock/internal/tcpproxy"
 	"github.com/zkstock/zkstock/internal/testenv"
@@ -23,14 +21,8 @@ import (
 func behindDBProxy(t *testing.T, mode order.LockMode) (*replica, *tcpproxy.Proxy, *inventory.Store) {
 	t.Helper()
 	dsn := testenv.MySQLDatabase(t)
-	cfg, err := mysql.ParseDSN(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := tcpproxy.NewMySQL(t, cfg.Addr)
-	proxied := cfg.Clone()
-	proxied.Addr = proxy.Addr()
-	r := ordertest.Start(t, 1, ordertest.Options{Mode: mode, DSN: proxied.FormatDSN()})[0]
+	proxy, proxied := tcpproxy.ProxiedDSN(t, dsn, nil)
+	r := ordertest.Start(t, 1, ordertest.Options{Mode: mode, DSN: proxied})[0]
 	direct, err := inventory.Open(context.Background(), dsn, inventory.PoolOptions{MaxOpen: 2})
 	if err != nil {
 		t.Fatal(err)

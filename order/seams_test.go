@@ -259,14 +259,8 @@ func TestUnknownOutcomeKeepsTheLockUntilTheBound(t *testing.T) {
 // same SKU, then checks that no update was lost; it returns the held purchase's answer.
 func heldCommit(t *testing.T, mode order.LockMode, d time.Duration) reply {
 	dsn := testenv.MySQLDatabase(t)
-	cfg, err := mysql.ParseDSN(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := tcpproxy.NewMySQL(t, cfg.Addr)
-	proxied := cfg.Clone()
-	proxied.Addr, proxied.ReadTimeout = proxy.Addr(), time.Second
-	held := ordertest.Start(t, 1, ordertest.Options{Mode: mode, DSN: proxied.FormatDSN()})[0]
+	proxy, proxied := tcpproxy.ProxiedDSN(t, dsn, func(c *mysql.Config) { c.ReadTimeout = time.Second })
+	held := ordertest.Start(t, 1, ordertest.Options{Mode: mode, DSN: proxied})[0]
 	next := ordertest.Start(t, 1, ordertest.Options{Mode: mode, DSN: dsn})[0]
 	const sku = "SEAM-SETTLE"
 	resetStock(t, next, sku, 10)
