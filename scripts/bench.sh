@@ -1,14 +1,13 @@
 #!/usr/bin/env bash
 # scripts/bench.sh ROUNDS BENCHTIME OUT: BenchmarkMutex once to warm ZooKeeper's JVM up (its output
-# dropped), then ROUNDS times, each run of dlock next to runs of zk.Lock, Curator and kazoo, so
-# that drift over the minutes the rounds take (JIT, GC, the other core's load) falls on all alike.
-# Run it under
-# scripts/servers.sh, which provides ZK_SERVERS.
+# dropped), then ROUNDS times, for 1, 3 and 30 contenders in turn, dlock next to zk.Lock, Curator
+# and kazoo, so that drift over the minutes the rounds take (JIT, GC, the other core's load) falls
+# on all alike. Run it under scripts/servers.sh, which provides ZK_SERVERS.
 #
 # BENCH_BEFORE=DIR (a checkout of an earlier commit, e.g. from git worktree add) measures that
-# tree's dlock in the same rounds, next to this tree's: each round runs it too, first in odd
-# rounds and last in even ones, and its lines are labelled impl=dlock-before, so that benchstat
-# -col /impl puts before and after side by side with the peers of the same run.
+# tree's dlock in the same rounds, right beside this tree's for each number of contenders (before
+# it in odd rounds, after it in even ones), its lines labelled impl=dlock-before, so that
+# benchstat -col /impl puts before and after side by side with the peers of the same run.
 set -euo pipefail
 rounds=${1:?usage: bench.sh ROUNDS BENCHTIME OUT}
 benchtime=${2:?usage: bench.sh ROUNDS BENCHTIME OUT}
@@ -20,20 +19,27 @@ old=$(mktemp "${TMPDIR:-/tmp}/dlock-bench-before.XXXXXX")
 trap 'rm -f "$bin" "$old"' EXIT
 "$go" test -c -o "$bin" ./dlock
 if [ -n "$before" ]; then
+	before=$(cd "$before" && pwd)
 	(cd "$before" && "$go" test -c -o "$old" ./dlock)
 fi
-# run_before: the earlier tree's dlock rows (run in its own dlock directory, for its testdata).
-run_before() {
+# cell BINARY IMPLS CONTENDERS: one run of the benchmarks matching, from the dlock directory of
+# the binary's tree (the peers' programs are in its testdata).
+cell() {
+	(cd "$4/dlock" && "$1" -test.run '^$' -test.bench "Mutex/impl=($2)/contenders=$3\$" -test.benchtime "$benchtime")
+}
+dlock_before() {
 	[ -n "$before" ] || return 0
-	(cd "$before/dlock" && "$old" -test.run '^$' -test.bench 'Mutex/impl=dlock/' -test.benchtime "$benchtime") |
-		sed 's|/impl=dlock/|/impl=dlock-before/|' | tee -a "$out"
+	cell "$old" dlock "$1" "$before" | sed 's|/impl=dlock/|/impl=dlock-before/|' | tee -a "$out"
 }
 echo "bench: warm-up round" >&2
 (cd dlock && "$bin" -test.run '^$' -test.bench Mutex -test.benchtime 300x >/dev/null)
 : >"$out"
 for i in $(seq 1 "$rounds"); do
 	echo "bench: round $i of $rounds" >&2
-	if [ $((i % 2)) -eq 1 ]; then run_before; fi
-	(cd dlock && "$bin" -test.run '^$' -test.bench Mutex -test.benchtime "$benchtime") | tee -a "$out"
-	if [ $((i % 2)) -eq 0 ]; then run_before; fi
+	for c in 1 3 30; do
+		if [ $((i % 2)) -eq 1 ]; then dlock_before "$c"; fi
+		cell "$bin" dlock "$c" . | tee -a "$out"
+		if [ $((i % 2)) -eq 0 ]; then dlock_before "$c"; fi
+		cell "$bin" 'zklock|curator|kazoo' "$c" . | tee -a "$out"
+	done
 done
