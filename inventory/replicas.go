@@ -11,17 +11,20 @@ import (
 // Replica is one order-service replica as it last announced itself: for the live page, which shows
 // every replica's lock mode.
 type Replica struct {
-	ID     string    `gorm:"column:id;primaryKey;size:64" json:"replica"`
-	Mode   string    `gorm:"column:mode;size:32;not null" json:"mode"`
-	SeenAt time.Time `gorm:"column:seen_at;not null" json:"seen_at"`
+	ID   string `gorm:"column:id;primaryKey;size:64" json:"replica"`
+	Mode string `gorm:"column:mode;size:32;not null" json:"mode"`
+	// Settled: the replica has no change in flight under a mode other than Mode, so a switch
+	// of modes is over as far as it is concerned.
+	Settled bool      `gorm:"column:settled;not null;default:false" json:"settled"`
+	SeenAt  time.Time `gorm:"column:seen_at;not null" json:"seen_at"`
 }
 
 func (Replica) TableName() string { return "replicas" }
 
 // Announce records a replica's mode, now.
-func (s *Store) Announce(ctx context.Context, id, mode string) error {
-	r := Replica{ID: id, Mode: mode, SeenAt: time.Now().UTC().Truncate(time.Millisecond)}
-	err := s.db.WithContext(ctx).Clauses(clause.OnConflict{DoUpdates: clause.AssignmentColumns([]string{"mode", "seen_at"})}).Create(&r).Error
+func (s *Store) Announce(ctx context.Context, id, mode string, settled bool) error {
+	r := Replica{ID: id, Mode: mode, Settled: settled, SeenAt: time.Now().UTC().Truncate(time.Millisecond)}
+	err := s.db.WithContext(ctx).Clauses(clause.OnConflict{DoUpdates: clause.AssignmentColumns([]string{"mode", "settled", "seen_at"})}).Create(&r).Error
 	if err != nil {
 		return fmt.Errorf("inventory: announce replica %s: %w", id, err)
 	}

@@ -210,7 +210,7 @@ var errBatchPanicked = errors.New("zk-batch: the batch's sale panicked")
 // came during it get an attempt of their own, with their own LOCK_TIMEOUT.
 func (b *batcher) serveOne() {
 	waiting := b.waiting()
-	lm, err := modeOf(ModeZKBatch)
+	lm, err := b.s.rowFor(ModeZKBatch) // in a transition window, with the locks of every service in it
 	if err != nil {
 		b.failWaiting(waiting, err)
 		return

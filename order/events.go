@@ -414,7 +414,8 @@ func (s *Server) announce(done <-chan struct{}) {
 	defer t.Stop()
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), announceTick)
-		if err := s.store.Announce(ctx, s.cfg.ReplicaID, string(s.Mode())); err != nil {
+		mode, settled := s.settled()
+		if err := s.store.Announce(ctx, s.cfg.ReplicaID, string(mode), settled); err != nil {
 			s.log.Debug("announce", "err", err)
 		}
 		cancel()

@@ -35,6 +35,7 @@ type fencing struct {
 // waits for; they span the whole transaction, and an unanswered COMMIT is settled before they
 // are released.
 func (s *Server) run(ctx context.Context, mode LockMode, log *slog.Logger, ch change) error {
+	defer s.beginChange(mode)()
 	lm, err := s.rowFor(mode)
 	if err != nil {
 		return err

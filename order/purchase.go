@@ -149,6 +149,7 @@ func (s *Server) sell(ctx context.Context, p inventory.Purchase, mode LockMode, 
 		}
 	}
 	if lm.batched {
+		defer s.beginChange(mode)()
 		return s.sellBatched(ctx, p)
 	}
 	var res inventory.Result

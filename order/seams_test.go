@@ -368,3 +368,36 @@ func waitForHolder(t *testing.T, r *replica, sku string) {
 	}
 	t.Fatalf("no holder of %s's lock within 10 s", sku)
 }
+
+// The transition window ends once the fleet has settled: while another replica still runs the
+// old mode, a switched replica also takes the old mode's lock; once every replica announces the
+// new mode with nothing in flight under another, it takes its own lock only.
+func TestTransitionEndsWhenTheFleetSettles(t *testing.T) {
+	rs := newCluster(t, 2, clusterOpts{Mode: order.ModeZK})
+	const sku = "SEAM-SETTLED"
+	resetStock(t, rs[0], sku, 100)
+	zkLocksTaken := func() int64 { return rs[0].Locks.Stats().Acquisitions }
+	setMode(t, rs[:1], order.ModeRedis)
+	before := zkLocksTaken()
+	if rep := buy(t, rs[0], sku, 1, ""); rep.status != 201 {
+		t.Fatalf("purchase: %d %s", rep.status, rep.raw)
+	}
+	if zkLocksTaken() == before {
+		t.Fatal("with a replica still in zk, the switched replica did not take the ZooKeeper lock too")
+	}
+	setMode(t, rs[1:], order.ModeRedis)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		before = zkLocksTaken()
+		if rep := buy(t, rs[0], sku, 1, ""); rep.status != 201 {
+			t.Fatalf("purchase: %d %s", rep.status, rep.raw)
+		}
+		if zkLocksTaken() == before {
+			break // the window is over: the Redis lock alone
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("every replica runs redis with nothing in flight, and the window is still open after 10 s")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

@@ -46,6 +46,9 @@ type Server struct {
 	// switched: the recent switches of mode, whose holders may still run (transition.go)
 	switched  switches
 	switching sync.Mutex // one switch of mode at a time
+	fleetMu   sync.Mutex
+	fleet     []inventory.Replica // the replicas' announcements, read at fleetAt
+	fleetAt   time.Time
 	metrics   *metrics
 	reg       *prometheus.Registry
 	known     knownSKUs // SKUs seen to exist, with their stock gauges (known.go)

@@ -23,8 +23,12 @@ import (
 // opposite directions cannot each hold what the other waits for), and a change that would trust
 // its lock alone reads its rows with locks instead (ForUpdate), which makes a writer without the
 // lock (db-cas) wait. Single purchases are not batched during the window: a batch takes one lock.
-// The window outlasts a holder of the old mode here (the lock wait, the work and an unknown
-// outcome's settling); replicas must be switched within it, as loadtest and the tutorials do.
+// The window ends as soon as the fleet has settled: every replica that announced itself in the
+// last few seconds runs this replica's mode and has no change in flight under another one (each
+// replica counts its changes by mode, and announces when it settles). Until then, and at most,
+// it outlasts a holder of the old mode here (the lock wait, the work and an unknown outcome's
+// settling); replicas must be switched within it, as loadtest and the tutorials do. A replica
+// that stopped announcing (down, or paused for longer than fleetSeen) is not waited for.
 
 // lockService is who a mode's lock is kept by; modes of one service exclude each other.
 type lockService int
@@ -42,10 +46,48 @@ type modeSwitch struct {
 	at   time.Time
 }
 
-// switches remembers the switches of the transition window.
+// switches remembers the switches of the transition window, and the changes in flight by mode.
 type switches struct {
-	mu   sync.Mutex
-	list []modeSwitch
+	mu       sync.Mutex
+	list     []modeSwitch
+	inflight map[LockMode]int
+}
+
+// begin counts a change in flight under mode; the returned func ends it and says whether that
+// left no change in flight under a mode other than current (the replica just settled).
+func (w *switches) begin(mode LockMode) (end func(current LockMode) bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.inflight == nil {
+		w.inflight = map[LockMode]int{}
+	}
+	w.inflight[mode]++
+	return func(current LockMode) bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		w.inflight[mode]--
+		if w.inflight[mode] == 0 {
+			delete(w.inflight, mode)
+		}
+		return mode != current && w.settledIn(current)
+	}
+}
+
+// settledIn says whether no change is in flight under a mode other than current (under mu).
+func (w *switches) settledIn(current LockMode) bool {
+	for m := range w.inflight {
+		if m != current {
+			return false
+		}
+	}
+	return true
+}
+
+// clear ends the window.
+func (w *switches) clear() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.list = nil
 }
 
 func (w *switches) add(from LockMode, at time.Time) {
@@ -86,6 +128,60 @@ func (s *Server) switchMode(m LockMode) {
 	s.mode.Store(m)
 }
 
+// beginChange counts a change in flight under mode until the returned func is called; a replica
+// that settles by it announces so at once, so that the others' windows can end.
+func (s *Server) beginChange(mode LockMode) func() {
+	end := s.switched.begin(mode)
+	return func() {
+		if end(s.Mode()) {
+			select {
+			case s.modeChanged <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// settled is this replica's mode, and whether no change is in flight under another mode.
+func (s *Server) settled() (LockMode, bool) {
+	s.switched.mu.Lock()
+	defer s.switched.mu.Unlock()
+	m := s.Mode()
+	return m, s.switched.settledIn(m)
+}
+
+// fleetSeen is how recently a replica must have announced itself to be waited for; replicas
+// announce every announceTick, and at once when they switch or settle.
+const fleetSeen = 2*announceTick + time.Second
+
+// fleetSettledIn says whether every replica seen lately runs mode and has settled, from a read of
+// the replicas' announcements at most fleetCheckEvery old.
+func (s *Server) fleetSettledIn(mode LockMode) bool {
+	s.fleetMu.Lock()
+	defer s.fleetMu.Unlock()
+	if time.Since(s.fleetAt) > fleetCheckEvery {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		rs, err := s.store.Replicas(ctx, fleetSeen)
+		cancel()
+		s.fleetAt, s.fleet = time.Now(), nil
+		if err == nil {
+			s.fleet = rs
+		}
+	}
+	if len(s.fleet) == 0 {
+		return false // not known: the window goes on
+	}
+	for _, r := range s.fleet {
+		if r.Mode != string(mode) || !r.Settled {
+			return false
+		}
+	}
+	return true
+}
+
+// fleetCheckEvery bounds the reads of the announcements during a window.
+const fleetCheckEvery = 100 * time.Millisecond
+
 // rowFor is the row a change runs under now: the mode's own, or during a transition window, the
 // mode's row with the locks of every service in the window and row locks for what trusted its lock.
 func (s *Server) rowFor(mode LockMode) (lockMode, error) {
@@ -95,6 +191,10 @@ func (s *Server) rowFor(mode LockMode) (lockMode, error) {
 	}
 	olds := s.switched.since(time.Now().Add(-s.transitionWindow()))
 	if len(olds) == 0 {
+		return lm, nil
+	}
+	if _, here := s.settled(); here && s.fleetSettledIn(mode) {
+		s.switched.clear()
 		return lm, nil
 	}
 	locks := map[lockService]func(*Server, context.Context, []string) (holding, error){}
@@ -112,7 +212,6 @@ func (s *Server) rowFor(mode LockMode) (lockMode, error) {
 	}
 	services := slices.Sorted(maps.Keys(locks))
 	t := lm
-	t.batched = false
 	if t.protect == inventory.Unfenced {
 		t.protect = inventory.ForUpdate
 	}
