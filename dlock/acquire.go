@@ -159,14 +159,15 @@ func (c *Client) readQueue(ctx context.Context, n *ownNode) (kids []string, st *
 
 // handOverReach is how many nodes ahead a waiter expects to be gone a round trip after its create
 // was applied. The read behind the create shows the queue at that instant, a round trip earlier
-// than a read sent after the create's answer, as waiters always read it before; ZooKeeper answers
-// a read only once the writes queued before it are applied, so the later read finds the holder's
-// delete, and the next's, if they were on their way. With up to this many nodes ahead the waiter
-// reads again rather than watch the nearest: measured with 3 contenders (BenchmarkMutex),
-// watching at once made 0.9 of acquisitions wait for a notification, reading again 0.17, with
-// 0.1 fewer requests per acquisition and more acquisitions per second in 4 of 5 alternated runs.
-// With more nodes ahead (30 contenders) one round trip does not empty the queue ahead, a second
-// read would be one request more for nothing, and it watches the nearest at once.
+// than a read sent after the create's answer, as waiters always read it before; a standalone
+// server answers a read only once the writes of any session queued before it are on disk, so the
+// later read finds the holder's delete, and the next's, if they were on their way. With up to
+// this many nodes ahead the waiter reads again rather than watch the nearest: measured with 3
+// contenders (BenchmarkMutex), watching at once made 0.9 of acquisitions wait for a
+// notification, reading again 0.17, with 0.1 fewer requests per acquisition and more
+// acquisitions per second in 4 of 5 alternated runs. With more nodes ahead (30 contenders) one
+// round trip does not empty the queue ahead, a second read would be one request more for
+// nothing, and it watches the nearest at once.
 const handOverReach = 2
 
 // fencingToken is the lock path's creation zxid plus the node's sequence count, by the rule every

@@ -43,3 +43,24 @@ for i in $(seq 1 "$rounds"); do
 		cell "$bin" 'zklock|curator|kazoo' "$c" . | tee -a "$out"
 	done
 done
+# Ratios of cells measured side by side (the same round, the same number of contenders): benchstat's
+# medians pool the rounds, and on a shared machine the load moves between rounds more than between
+# neighbouring cells.
+/usr/bin/python3 - "$out" <<'PY' >&2 || true
+import re, statistics, sys
+rounds = {}
+for line in open(sys.argv[1]):
+    m = re.match(r'BenchmarkMutex/impl=([\w-]+)/contenders=(\d+)-\d+\s+\d+\s+\d+ ns/op\s+([\d.]+) acq/s', line)
+    if m:
+        cell = rounds.setdefault((m[1], int(m[2])), [])
+        cell.append(float(m[3]))
+pairs = [("dlock", "zklock"), ("dlock", "curator"), ("dlock", "kazoo"), ("dlock-before", "zklock"),
+         ("dlock-before", "curator"), ("dlock", "dlock-before")]
+print("bench: per-round ratios of acq/s, median (min to max)")
+for c in (1, 3, 30):
+    for a, b in pairs:
+        xs, ys = rounds.get((a, c)), rounds.get((b, c))
+        if xs and ys:
+            r = sorted(x / y for x, y in zip(xs, ys))
+            print(f"bench: {c:>2} contenders  {a:>12} / {b:<12} {statistics.median(r):.2f}x  ({r[0]:.2f} to {r[-1]:.2f}, {len(r)} rounds)")
+PY
