@@ -158,20 +158,27 @@ const fleetSeen = 2*announceTick + time.Second
 // the replicas' announcements at most fleetCheckEvery old.
 func (s *Server) fleetSettledIn(mode LockMode) bool {
 	s.fleetMu.Lock()
-	defer s.fleetMu.Unlock()
-	if time.Since(s.fleetAt) > fleetCheckEvery {
+	refresh := time.Since(s.fleetAt) > fleetCheckEvery
+	if refresh {
+		s.fleetAt = time.Now() // this caller reads; the others go on with what was read before
+	}
+	fleet := s.fleet
+	s.fleetMu.Unlock()
+	if refresh {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		rs, err := s.store.Replicas(ctx, fleetSeen)
 		cancel()
-		s.fleetAt, s.fleet = time.Now(), nil
-		if err == nil {
-			s.fleet = rs
+		if err != nil {
+			rs = nil // not known: the window goes on
 		}
+		s.fleetMu.Lock()
+		s.fleet, fleet = rs, rs
+		s.fleetMu.Unlock()
 	}
-	if len(s.fleet) == 0 {
-		return false // not known: the window goes on
+	if len(fleet) == 0 {
+		return false
 	}
-	for _, r := range s.fleet {
+	for _, r := range fleet {
 		if r.Mode != string(mode) || !r.Settled {
 			return false
 		}
