@@ -3,9 +3,7 @@ package dlock
 import (
 	"context"
 	"errors"
-	"os"
 	"path"
-	"strings"
 	"testing"
 	"time"
 
@@ -17,24 +15,10 @@ import (
 // A node that carries this attempt's GUID but belongs to another (earlier) session must not be
 // taken for the client's own (CURATOR-498): that session's nodes vanish with it.
 func TestFindProtectedIgnoresOtherSessions(t *testing.T) {
-	servers := os.Getenv("ZK_SERVERS")
-	if servers == "" {
-		t.Skip("ZK_SERVERS not set")
-	}
+	c, dir := clientInTestDir(t, "find-protected")
+	other := rawInTest(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	c, err := Connect(ctx, strings.Split(servers, ","))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	other, _, err := zk.Connect(strings.Split(servers, ","), 10*time.Second, zk.WithLogInfo(false))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
-
-	dir := "/zkstock-test/find-protected-" + strings.ReplaceAll(time.Now().Format("150405.000000"), ".", "")
 	if err := c.ensureParents(ctx, dir); err != nil {
 		t.Fatal(err)
 	}
@@ -69,23 +53,10 @@ func TestFindProtectedIgnoresOtherSessions(t *testing.T) {
 // read again: here the stale answer shows an empty queue while a holder is ahead, and the waiter
 // must see the holder, not take the lock.
 func TestQueueReadWithoutTheNodeIsNotTrusted(t *testing.T) {
-	servers := os.Getenv("ZK_SERVERS")
-	if servers == "" {
-		t.Skip("ZK_SERVERS not set")
-	}
+	c, dir := clientInTestDir(t, "stale-behind")
+	other := rawInTest(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	c, err := Connect(ctx, strings.Split(servers, ","))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	other, _, err := zk.Connect(strings.Split(servers, ","), 10*time.Second, zk.WithLogInfo(false))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
-	dir := "/zkstock-test/stale-behind-" + strings.ReplaceAll(time.Now().Format("150405.000000"), ".", "")
 	if err := c.ensureParents(ctx, dir); err != nil {
 		t.Fatal(err)
 	}

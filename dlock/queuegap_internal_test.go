@@ -50,3 +50,14 @@ func clientInTestDir(t *testing.T, name string) (*Client, string) {
 	t.Cleanup(func() { _ = c.Close() })
 	return c, "/zkstock-test/" + name + "-" + strings.ReplaceAll(time.Now().Format("150405.000000"), ".", "")
 }
+
+// rawInTest is a plain go-zookeeper connection to the test ZooKeeper, for another session's nodes.
+func rawInTest(t *testing.T) *zk.Conn {
+	t.Helper()
+	conn, _, err := zk.Connect(strings.Split(os.Getenv("ZK_SERVERS"), ","), 10*time.Second, zk.WithLogInfo(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Close)
+	return conn
+}
