@@ -108,15 +108,8 @@ func Step(s State, in Input, out Output) []State {
 			if !enough {
 				return []State{s}
 			}
-		case Unknown:
-			if enough {
-				return []State{s, after}
-			}
-			return []State{s}
-		case Applied:
-			if enough {
-				return []State{after}
-			}
+		case Unknown, Applied:
+			return unsure(out.Result, enough, s, after)
 		}
 	case Cart:
 		enough := s[0] >= in.Qty[0] && s[1] >= in.Qty[1]
@@ -131,15 +124,8 @@ func Step(s State, in Input, out Output) []State {
 			if out.Short >= 0 && s[out.Short] < in.Qty[out.Short] || out.Short < 0 && !enough {
 				return []State{s}
 			}
-		case Unknown:
-			if enough {
-				return []State{s, after}
-			}
-			return []State{s}
-		case Applied:
-			if enough {
-				return []State{after}
-			}
+		case Unknown, Applied:
+			return unsure(out.Result, enough, s, after)
 		}
 	case Cancel:
 		after := s
@@ -160,6 +146,20 @@ func Step(s State, in Input, out Output) []State {
 		}
 	}
 	return nil
+}
+
+// unsure is a sale of unknown outcome: it may have taken effect or not, if there was enough; found
+// done after the history (Applied), it did, and needed enough.
+func unsure(r Result, enough bool, s, after State) []State {
+	switch {
+	case !enough && r == Applied:
+		return nil
+	case !enough:
+		return []State{s}
+	case r == Applied:
+		return []State{after}
+	}
+	return []State{s, after}
 }
 
 // Model is the Porcupine model of the stock of two SKUs named skus, each starting at stock units.
