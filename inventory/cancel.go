@@ -47,7 +47,7 @@ func (s *Store) Cancel(ctx context.Context, c Cancellation, mode Mode, hooks Hoo
 			res = CancelResult{Order: o, Remaining: stock, Replayed: true}
 			return err
 		}
-		left, err := moveStock(ctx, tx, mode, []line{{sku: c.SKU, take: -o.Qty}}, hooks.Work, nil)
+		left, err := moveStock(ctx, tx, mode, []line{{sku: c.SKU, take: -o.Qty}}, hooks.Work)
 		if err != nil {
 			return err
 		}

@@ -27,15 +27,11 @@ var errNoRows = sql.ErrNoRows
 // could predate a writer the claim waited for. The one statement also moves the fence's epoch
 // when the issuer changes (see Issuer for why that keeps one token space).
 func claimFence(tx *gorm.DB, sku string, f Fence) error {
-	col, err := f.Issuer.column()
+	claim, args, err := claimStatement(sku, f)
 	if err != nil {
 		return err
 	}
-	// The epoch is assigned first, so it compares the issuer before this statement overwrites it,
-	// whether the server assigns left to right (MySQL, MariaDB's default) or all at once
-	// (MariaDB's SIMULTANEOUS_ASSIGNMENT).
-	r := tx.Exec("UPDATE products SET fence_epoch = fence_epoch + (fence_issuer <> ?), fence_issuer = ?, "+col+" = ? WHERE sku = ? AND "+col+" <= ?",
-		f.Issuer.String(), f.Issuer.String(), f.Token, sku, f.Token)
+	r := tx.Exec(claim, args...)
 	if r.Error != nil {
 		return fmt.Errorf("claim fence: %w", r.Error)
 	}
@@ -50,6 +46,20 @@ func claimFence(tx *gorm.DB, sku string, f Fence) error {
 		return ErrUnknownSKU
 	}
 	return ErrStaleToken
+}
+
+// claimStatement is the claim of sku's fence for f as one statement: it matches the product's row
+// (Open's clientFoundRows counts a match) only when no newer token of f's issuer has written.
+func claimStatement(sku string, f Fence) (string, []any, error) {
+	col, err := f.Issuer.column()
+	if err != nil {
+		return "", nil, err
+	}
+	// The epoch is assigned first, so it compares the issuer before this statement overwrites it,
+	// whether the server assigns left to right (MySQL, MariaDB's default) or all at once
+	// (MariaDB's SIMULTANEOUS_ASSIGNMENT).
+	return "UPDATE products SET fence_epoch = fence_epoch + (fence_issuer <> ?), fence_issuer = ?, " + col + " = ? WHERE sku = ? AND " + col + " <= ?",
+		[]any{f.Issuer.String(), f.Issuer.String(), f.Token, sku, f.Token}, nil
 }
 
 // claimFences claims every SKU's fence, in sorted order (as every change touches rows), when the
@@ -82,31 +92,26 @@ func readStock(tx *gorm.DB, sku string, forUpdate bool) (int64, error) {
 	return stock, nil
 }
 
-// readStockAndKey is a plain readStock and the look-up of an idempotency key in one statement:
-// the stock, and whether an order holds the key. It is plain only: a locking read would also
-// lock the gap of the orders' key index where the key would go, and two transactions that
-// each hold such a gap deadlock when both insert into it.
-func readStockAndKey(tx *gorm.DB, sku string, key string) (stock int64, known bool, err error) {
-	q := "SELECT p.stock, o.id IS NOT NULL FROM products p LEFT JOIN orders o ON o.request_id = ? WHERE p.sku = ?"
-	if err := tx.Raw(q, key, sku).Row().Scan(&stock, &known); err != nil {
-		if errors.Is(err, errNoRows) {
-			return 0, false, ErrUnknownSKU
-		}
-		return 0, false, fmt.Errorf("read stock and key: %w", err)
-	}
-	return stock, known, nil
-}
+// stockAndKeyColumns reads a SKU's stock and whether an order holds an idempotency key, after a
+// SELECT that may add columns of its own; the arguments are the key, then the SKU. It is a plain
+// read only: a locking read would also lock the gap of the orders' key index where the key would
+// go, and two transactions that each hold such a gap deadlock when both insert into it.
+const stockAndKeyColumns = "p.stock, o.id IS NOT NULL FROM products p LEFT JOIN orders o ON o.request_id = ? WHERE p.sku = ?"
 
 // readsPlainly says whether mode reads the stock with a plain read before it writes it.
 func readsPlainly(mode Mode) bool { return mode == Fenced || mode == Unfenced || mode == Unsafe }
 
 // writeStock writes a stock value computed from a read: the read-modify-write of every mode but CAS.
 func writeStock(tx *gorm.DB, sku string, stock int64) error {
-	if err := tx.Exec("UPDATE products SET stock = ?, updated_at = ? WHERE sku = ?", stock, time.Now().UTC(), sku).Error; err != nil {
+	if err := tx.Exec(writeStockStatement, writeStockArgs(sku, stock)...).Error; err != nil {
 		return fmt.Errorf("write stock of %s: %w", sku, err)
 	}
 	return nil
 }
+
+const writeStockStatement = "UPDATE products SET stock = ?, updated_at = ? WHERE sku = ?"
+
+func writeStockArgs(sku string, stock int64) []any { return []any{stock, time.Now().UTC(), sku} }
 
 // shiftStock is CAS's one conditional statement: take (or, negative, return) units only if the
 // stock covers them, applied atomically by the database. It reports whether it did.
@@ -134,11 +139,12 @@ type line struct {
 //   - CAS: the work first (a payment is taken before stock is claimed), then one conditional
 //     statement per SKU; a short one rolls back what the others claimed.
 //
+// A sale of one line in the plain modes does what this says for them in three round trips
+// (sellPipelined), with the statements' texts taken from here.
+//
 // Rows are touched in sorted order, the same in every change, so two changes cannot deadlock on
 // row locks. A short line is a *ShortError naming the first short line in the caller's order.
-// read holds stock the caller has read already, in this transaction and as this mode reads
-// (readStockAndKey); those SKUs are not read again.
-func moveStock(ctx context.Context, tx *gorm.DB, mode Mode, lines []line, work func(context.Context) error, read map[string]int64) (map[string]int64, error) {
+func moveStock(ctx context.Context, tx *gorm.DB, mode Mode, lines []line, work func(context.Context) error) (map[string]int64, error) {
 	sorted := slices.Clone(lines)
 	slices.SortFunc(sorted, func(a, b line) int { return strings.Compare(a.sku, b.sku) })
 	left := make(map[string]int64, len(lines))
@@ -167,10 +173,6 @@ func moveStock(ctx context.Context, tx *gorm.DB, mode Mode, lines []line, work f
 		return left, nil
 	}
 	for _, l := range sorted {
-		if stock, ok := read[l.sku]; ok {
-			left[l.sku] = stock
-			continue
-		}
 		stock, err := readStock(tx, l.sku, mode == ForUpdate)
 		if err != nil {
 			return nil, err

@@ -51,25 +51,41 @@ func (s *Store) inTx(ctx context.Context, fn func(tx *gorm.DB) error) error {
 // deadline passing (a client that hung up) does not cut a COMMIT short: its answer is near, and
 // an unknown outcome costs the caller far more.
 func commit(ctx context.Context, tx *gorm.DB) error {
+	_, err := awaitCommit(ctx, func() (struct{}, error) {
+		if err := tx.Commit().Error; err != nil {
+			return struct{}{}, fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
+		}
+		return struct{}{}, nil
+	})
+	return err
+}
+
+// awaitCommit runs send, the round trip that carries a COMMIT, and waits for its answer as commit
+// says: to the end without a deadline, or until ctx's deadline, after which it answers
+// ErrOutcomeUnknown and send goes on alone; send must then end its transaction and give its
+// connection back by itself. send says which of its errors leave the outcome unknown.
+func awaitCommit[T any](ctx context.Context, send func() (T, error)) (T, error) {
 	deadline, ok := ctx.Deadline()
 	if !ok {
-		if err := tx.Commit().Error; err != nil {
-			return fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
-		}
-		return nil
+		return send()
 	}
-	answer := make(chan error, 1)
-	go func() { answer <- tx.Commit().Error }()
+	type answer struct {
+		v   T
+		err error
+	}
+	answers := make(chan answer, 1)
+	go func() {
+		v, err := send()
+		answers <- answer{v, err}
+	}()
 	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
 	select {
-	case err := <-answer:
-		if err != nil {
-			return fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
-		}
-		return nil
+	case a := <-answers:
+		return a.v, a.err
 	case <-timer.C:
-		return fmt.Errorf("%w: no answer to COMMIT by the context's deadline: %w", ErrOutcomeUnknown, context.DeadlineExceeded)
+		var zero T
+		return zero, fmt.Errorf("%w: no answer to COMMIT by the context's deadline: %w", ErrOutcomeUnknown, context.DeadlineExceeded)
 	}
 }
 
