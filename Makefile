@@ -10,7 +10,7 @@ DEMO_FLAGS ?=
 FUZZTIME ?= 30s
 FUZZ_CORPUS := order/testdata/fuzz/FuzzAPI
 
-.PHONY: test test-faults lint compose-check compose-test screenshots footprint scale bench demo demo-up demo-down servers-start servers-stop help
+.PHONY: test test-faults lint compose-check compose-test screenshots footprint scale scale-ab bench demo demo-up demo-down servers-start servers-stop help
 
 ## test: gofmt, go vet, docker-compose.yml check, then go test -race ./... against real servers
 test: lint compose-check
@@ -56,6 +56,13 @@ screenshots:
 ## to the raw limits of the same servers; tables in out/scale.md, charts in docs/images
 scale:
 	$(SERVERS) run -- scripts/scale.sh
+
+## scale-ab: git refs side by side on the same servers, alternated round after round
+## (REFS="OLD NEW", AB_ROUNDS=3): zk at 100 SKUs and at one, zk-batch at one, with the CPU per
+## purchase of replicas, ZooKeeper and MariaDB; table in out/scale-ab/summary.md
+AB_ROUNDS ?= 3
+scale-ab:
+	$(SERVERS) run --no-ensemble -- env AB_ROUNDS=$(AB_ROUNDS) scripts/scale-ab.sh $(REFS)
 
 ## footprint: 100,000 purchases over 1,000 SKUs in zk and zk-batch, then what they left behind
 ## (lock paths, watches, goroutines, live heap, batchers), measured against the idle values

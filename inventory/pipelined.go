@@ -34,8 +34,8 @@ import (
 // the network, unseen by the server, when the question is asked, and apply after the answer.
 //
 // The transaction lives on one connection taken from the pool for the sale, and is ended on
-// every path before the connection goes back; a connection whose transaction's state is not
-// known (a broken round trip, a panic) is discarded, never pooled.
+// every path before the connection goes back; a connection whose state is not known (a round
+// trip broken, cancelled or cut short by a panic) is discarded, never pooled.
 
 // sellPipelined is sell for one line in a mode that reads plainly.
 func (s *Store) sellPipelined(ctx context.Context, sl sale, mode Mode, hooks Hooks) (orders []Order, left map[string]int64, replayed bool, err error) {
@@ -77,6 +77,9 @@ func (s *Store) sellPipelined(ctx context.Context, sl sale, mode Mode, hooks Hoo
 		return nil, nil, false, fmt.Errorf("write and record %s: %w", l.sku, err)
 	}
 	if err := beforeCommit(hooks.BeforeCommit); err != nil {
+		return nil, nil, false, err
+	}
+	if err := timeToCommit(ctx); err != nil {
 		return nil, nil, false, err
 	}
 	c.handedOff = true
@@ -121,13 +124,14 @@ func (c *saleConn) claimAndRead(ctx context.Context, sku string, sl sale, mode M
 	key := sql.NullString{String: sl.req.key, Valid: !sl.newKey} // NULL matches no order: nothing to look up
 	q += "SELECT " + matched + ", " + stockAndKeyColumns
 	args = append(args, key, sku)
-	c.open = true
+	c.open, c.unsure = true, true
 	var claimed int64
-	switch err := c.conn.QueryRowContext(ctx, q, args...).Scan(&claimed, &stock, &known); {
+	err = c.conn.QueryRowContext(ctx, q, args...).Scan(&claimed, &stock, &known)
+	c.answered(err)
+	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return 0, false, ErrUnknownSKU
 	case err != nil:
-		c.unsureUnlessServerSaid(err)
 		return 0, false, fmt.Errorf("claim and read %s: %w", sku, err)
 	case claimed != 1:
 		return 0, false, ErrStaleToken
@@ -138,12 +142,13 @@ func (c *saleConn) claimAndRead(ctx context.Context, sku string, sl sale, mode M
 // writeAndRecord is the second round trip: write the stock, insert the order. It answers the
 // order's id (the last statement's).
 func (c *saleConn) writeAndRecord(ctx context.Context, sku string, stock int64, o *Order) (int64, error) {
+	c.unsure = true
 	r, err := c.conn.ExecContext(ctx, writeStockStatement+"; "+insertOrder, append(writeStockArgs(sku, stock), insertOrderArgs(o)...)...)
-	if err == nil {
-		return r.LastInsertId()
+	c.answered(err)
+	if err != nil {
+		return 0, err
 	}
-	c.unsureUnlessServerSaid(err)
-	return 0, err
+	return r.LastInsertId()
 }
 
 // commit is the third round trip, and ends the transaction and the connection's use: every
@@ -151,22 +156,22 @@ func (c *saleConn) writeAndRecord(ctx context.Context, sku string, stock int64, 
 // commit); the connection's read timeout bounds the wait, and awaitCommit the caller's.
 func (c *saleConn) commit(ctx context.Context) error {
 	defer c.finish()
+	c.unsure = true
 	_, err := c.conn.ExecContext(context.WithoutCancel(ctx), "COMMIT")
-	c.open = false
 	if err != nil {
-		c.unsure = true
 		return fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
 	}
+	c.open, c.unsure = false, false
 	return nil
 }
 
-// unsureUnlessServerSaid marks the connection unsure unless err is the server's own answer, after
-// which the connection is in step and the transaction still open.
-func (c *saleConn) unsureUnlessServerSaid(err error) {
+// answered records how a round trip ended: the connection is in step again after an answer,
+// the server's error included (the transaction is still open then), and unsure after anything
+// else (a broken or cancelled read, ErrNoRows aside, which is an answer). Every round trip sets
+// unsure before it starts, so that a panic inside one leaves the connection to be discarded.
+func (c *saleConn) answered(err error) {
 	var server *mysql.MySQLError
-	if !errors.As(err, &server) {
-		c.unsure = true
-	}
+	c.unsure = err != nil && !errors.Is(err, sql.ErrNoRows) && !errors.As(err, &server)
 }
 
 // end ends the transaction, if one may be open, and gives the connection back: rolled back and

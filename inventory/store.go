@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -62,12 +63,13 @@ func Open(ctx context.Context, dsn string, pool PoolOptions) (*Store, error) {
 	// those packets' system calls. The driver escapes the arguments itself, and falls back to
 	// preparing for the character sets where that would be unsafe.
 	cfg.InterpolateParams = true
-	// A sale's statements that need no answer in between travel as one text (twotrips.go). The
+	// A sale's statements that need no answer in between travel as one text (pipelined.go). The
 	// risk multiStatements brings is a value spliced into a statement's text, which could then
-	// end it and start another: every statement here is a constant with placeholders (the one
-	// spliced part, a fence's column, is chosen from a fixed list), and the driver escapes each
-	// argument for the session (honouring NO_BACKSLASH_ESCAPES) and refuses the character sets
-	// whose escaping is unsafe.
+	// end it and start another: every statement here is a constant with placeholders (the
+	// spliced parts, a fence's column and a SELECT's first column, are chosen from fixed lists),
+	// and the driver escapes each argument for the session, honouring NO_BACKSLASH_ESCAPES.
+	// That escaping is unsafe in the character sets where a multibyte character may end in a
+	// backslash's byte (big5, gbk, sjis, ...): checkCharset refuses any but a few safe ones.
 	cfg.MultiStatements = true
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 5 * time.Second
@@ -116,6 +118,10 @@ func Open(ctx context.Context, dsn string, pool PoolOptions) (*Store, error) {
 		_ = s.Close()
 		return nil, err
 	}
+	if err := s.checkCharset(ctx); err != nil {
+		_ = s.Close()
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -137,6 +143,24 @@ func (s *Store) checkAutoIncrement(ctx context.Context) error {
 			"and write to one node), or run zkstock on a single primary", ErrAutoIncrement, inc.Int64)
 	}
 	return nil
+}
+
+// ErrUnsafeCharset: the connection's character set is not one whose escaping is safe; see Open.
+var ErrUnsafeCharset = errors.New("inventory: the connection's character set must be utf8mb4, utf8mb3, latin1, ascii or binary")
+
+// checkCharset reads the character set the pool's sessions send statements in (the DSN's
+// charset, or the server's default) and refuses one in which the driver's escaping of arguments
+// is unsafe.
+func (s *Store) checkCharset(ctx context.Context) error {
+	var cs string
+	if err := s.sqlDB.QueryRowContext(ctx, "SELECT @@SESSION.character_set_client").Scan(&cs); err != nil {
+		return fmt.Errorf("inventory: read character_set_client: %w", err)
+	}
+	switch strings.ToLower(cs) {
+	case "utf8mb4", "utf8mb3", "utf8", "latin1", "ascii", "binary":
+		return nil
+	}
+	return fmt.Errorf("%w, not %s", ErrUnsafeCharset, cs)
 }
 
 // Migrate creates or updates the tables. Replicas starting together on a fresh database would

@@ -69,3 +69,22 @@ func TestOpenRefusesAutoIncrementOtherThanOne(t *testing.T) {
 	}
 	t.Logf("Open refused: %v", err)
 }
+
+// Open refuses a character set in which the driver's escaping of arguments is unsafe: the pool
+// runs texts of several statements, and in gbk an argument's escaped quote can end up inside a
+// multibyte character, ending the string early.
+func TestOpenRefusesAnUnsafeCharset(t *testing.T) {
+	ctx := context.Background()
+	dsn := testenv.MySQLDatabase(t)
+	if s, err := inventory.Open(ctx, withParam(t, dsn, "charset", "gbk"), inventory.PoolOptions{}); !errors.Is(err, inventory.ErrUnsafeCharset) {
+		if s != nil {
+			_ = s.Close()
+		}
+		t.Fatalf("open with charset gbk: %v, want ErrUnsafeCharset", err)
+	}
+	s, err := inventory.Open(ctx, withParam(t, dsn, "charset", "latin1"), inventory.PoolOptions{})
+	if err != nil {
+		t.Fatalf("open with charset latin1: %v", err)
+	}
+	_ = s.Close()
+}

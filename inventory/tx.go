@@ -31,6 +31,9 @@ func (s *Store) inTx(ctx context.Context, fn func(tx *gorm.DB) error) error {
 	}()
 	err := fn(tx)
 	finished = true
+	if err == nil {
+		err = timeToCommit(ctx)
+	}
 	if err != nil {
 		if rb := tx.Rollback().Error; rb != nil && !errors.Is(rb, gorm.ErrInvalidTransaction) {
 			// No COMMIT was sent, so the server rolls back when it notices; the error says why.
@@ -58,6 +61,17 @@ func commit(ctx context.Context, tx *gorm.DB) error {
 		return struct{}{}, nil
 	})
 	return err
+}
+
+// timeToCommit refuses to send a COMMIT once ctx's deadline has passed: awaitCommit would answer
+// ErrOutcomeUnknown at once while the COMMIT went out and most likely applied, and the caller's
+// budget to learn the outcome would be spent already. Rolled back instead, the change is known
+// not to have happened.
+func timeToCommit(ctx context.Context) error {
+	if deadline, ok := ctx.Deadline(); ok && !time.Now().Before(deadline) {
+		return fmt.Errorf("no COMMIT sent: the deadline passed first: %w", context.DeadlineExceeded)
+	}
+	return nil
 }
 
 // awaitCommit runs send, the round trip that carries a COMMIT, and waits for its answer as commit

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# make scale-ab REFS="OLD NEW ..." [AB_ROUNDS=3]: builds side by side, on the same servers.
+#
+# Runs under scripts/servers.sh run --no-ensemble (ZK_SERVERS, MYSQL_DSN, ZK_DIR, MYSQL_DIR). Each
+# git ref is checked out in a worktree of its own; then, round after round, the refs take turns:
+# three replicas of the ref (scripts/demo.sh, WORK_DELAY 0) and cmd/scalebench (built from this
+# tree) against them, in three cells:
+#   100  zk over 100 SKUs, uniform, 6,000 purchases
+#   1    zk over one SKU, 2,000 purchases
+#   batch  zk-batch over one SKU, 2,000 purchases, on replicas started in zk-batch (a switch of
+#        mode would open a transition window, in which zk-batch does not batch)
+# Alternating the builds puts the machine's drift on all alike: compare within a round. Each
+# cell's scalebench output goes to out/scale-ab/REF-ROUND-CELL.txt, and one table of them all to
+# out/scale-ab/summary.md: purchases/s, the CPU milliseconds per purchase of the replicas,
+# ZooKeeper and MariaDB, and the statements per purchase.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+: "${ZK_SERVERS:?run under scripts/servers.sh run --no-ensemble}" "${MYSQL_DSN:?}"
+[ $# -ge 1 ] || { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+rounds=${AB_ROUNDS:-3}
+out=$ROOT/out/scale-ab
+mkdir -p "$out" out/bin
+go build -o out/bin/ ./cmd/scalebench
+work=$(mktemp -d)
+demo=""
+cleanup() {
+	if [ -n "$demo" ]; then scripts/demo.sh down "$demo" >/dev/null 2>&1 || true; fi
+	for ref in "$@"; do git worktree remove --force "$work/$ref" >/dev/null 2>&1 || true; done
+	rm -rf "$work"
+}
+trap 'cleanup "$@"' EXIT
+for ref in "$@"; do
+	git rev-parse --verify --quiet "$ref^{commit}" >/dev/null || { echo "scale-ab: $ref is not a commit" >&2; exit 2; }
+	git worktree add --detach "$work/$ref" "$ref" >/dev/null
+done
+
+cell() { # cell REF ROUND NAME LOCK_MODE scalebench-args...
+	local ref=$1 round=$2 name=$3 mode=$4
+	shift 4
+	demo=$(mktemp -d)
+	(cd "$work/$ref" && LOCK_MODE=$mode DEMO_WORK_DELAY=0 scripts/demo.sh up "$demo") >"$out/$ref-$round-$name.log" 2>&1
+	ADMIN_TOKEN=demo out/bin/scalebench -label "$ref" -zk-servers "$ZK_SERVERS" -mysql-dsn "$MYSQL_DSN" -raw-for 2s -dists uniform \
+		-servers-only "$demo/bin/orderd,${ZK_DIR:-},${MYSQL_DIR:-}" "$@" >"$out/$ref-$round-$name.txt" 2>&1
+	(cd "$work/$ref" && scripts/demo.sh down "$demo") >/dev/null 2>&1
+	demo=""
+}
+
+for round in $(seq 1 "$rounds"); do
+	for ref in "$@"; do
+		cell "$ref" "$round" 100 zk -skus 100 -modes zk -requests 6000
+		cell "$ref" "$round" 1 zk -skus 1 -modes zk -requests 2000
+		cell "$ref" "$round" batch zk-batch -skus 1 -modes zk-batch -requests 2000
+		echo "scale-ab: round $round of $rounds, $ref done" >&2
+	done
+done
+
+{
+	echo "| cell | round | ref | purchases/s | replicas ms | ZooKeeper ms | MariaDB ms | the three | statements / purchase |"
+	echo "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |"
+	for name in 100 1 batch; do
+		for round in $(seq 1 "$rounds"); do
+			for ref in "$@"; do
+				# The cell's two table rows: the rate's, then the CPU's.
+				grep -E '^\| zk(-batch)? \|' "$out/$ref-$round-$name.txt" | awk -F'|' -v c="$name" -v r="$round" -v ref="$ref" '
+					NR == 1 { rate = $5 + 0 }
+					NR == 2 { printf "| %s | %s | %s | %d | %.2f | %.2f | %.2f | %.2f | %.2f |\n", c, r, ref, rate, $6, $7, $8, $6 + $7 + $8, $13 }'
+			done
+		done
+	done
+} >"$out/summary.md"
+cat "$out/summary.md"
