@@ -42,6 +42,11 @@ cell() { # cell REF ROUND NAME LOCK_MODE scalebench-args...
 	(cd "$work/$ref" && LOCK_MODE=$mode DEMO_WORK_DELAY=0 scripts/demo.sh up "$demo") >"$out/$ref-$round-$name.log" 2>&1
 	ADMIN_TOKEN=demo out/bin/scalebench -label "$ref" -zk-servers "$ZK_SERVERS" -mysql-dsn "$MYSQL_DSN" -raw-for 2s -dists uniform \
 		-servers-only "$demo/bin/orderd,${ZK_DIR:-},${MYSQL_DIR:-}" "$@" >"$out/$ref-$round-$name.txt" 2>&1
+	# How long a lock was held on average (from the acquisition to the release answered), over
+	# the fresh replicas' whole life: this cell's load only.
+	for port in 8081 8082 8083; do curl -fsS "http://127.0.0.1:$port/metrics"; done |
+		awk '/^zkstock_lock_hold_seconds_sum/ { s += $2 } /^zkstock_lock_hold_seconds_count/ { n += $2 }
+			END { if (n > 0) printf "held %.3f ms\n", 1000 * s / n }' >"$out/$ref-$round-$name.held" || true
 	(cd "$work/$ref" && scripts/demo.sh down "$demo") >/dev/null 2>&1
 	demo=""
 }
@@ -56,15 +61,16 @@ for round in $(seq 1 "$rounds"); do
 done
 
 {
-	echo "| cell | round | ref | purchases/s | replicas ms | ZooKeeper ms | MariaDB ms | the three | statements / purchase |"
-	echo "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |"
+	echo "| cell | round | ref | purchases/s | replicas ms | ZooKeeper ms | MariaDB ms | the three | statements / purchase | lock held ms |"
+	echo "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 	for name in 100 1 batch; do
 		for round in $(seq 1 "$rounds"); do
 			for ref in "$@"; do
 				# The cell's two table rows: the rate's, then the CPU's.
-				grep -E '^\| zk(-batch)? \|' "$out/$ref-$round-$name.txt" | awk -F'|' -v c="$name" -v r="$round" -v ref="$ref" '
+				held=$(awk '{ print $2 }' "$out/$ref-$round-$name.held" 2>/dev/null)
+				grep -E '^\| zk(-batch)? \|' "$out/$ref-$round-$name.txt" | awk -F'|' -v c="$name" -v r="$round" -v ref="$ref" -v held="${held:-?}" '
 					NR == 1 { rate = $5 + 0 }
-					NR == 2 { printf "| %s | %s | %s | %d | %.2f | %.2f | %.2f | %.2f | %.2f |\n", c, r, ref, rate, $6, $7, $8, $6 + $7 + $8, $13 }'
+					NR == 2 { printf "| %s | %s | %s | %d | %.2f | %.2f | %.2f | %.2f | %.2f | %s |\n", c, r, ref, rate, $6, $7, $8, $6 + $7 + $8, $13, held }'
 			done
 		done
 	done
