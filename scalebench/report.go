@@ -22,7 +22,10 @@ func WriteMarkdown(w io.Writer, results []Result) error {
 		for _, c := range r.Cells {
 			ops, perLock := "—", "—"
 			if c.ZKOpsPerSale > 0 {
-				ops, perLock = fmt.Sprintf("%.1f", c.ZKOpsPerSale), fmt.Sprintf("%.1f", c.SalesPerLock)
+				ops = fmt.Sprintf("%.1f", c.ZKOpsPerSale)
+			}
+			if locksWithZooKeeper(c.Mode) {
+				perLock = fmt.Sprintf("%.1f", c.SalesPerLock)
 			}
 			exact := "yes"
 			if !c.Exact {

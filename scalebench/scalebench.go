@@ -191,16 +191,23 @@ func runCell(ctx context.Context, cfg Config, store *inventory.Store, lim Limits
 	c.SalesPerLock = 1
 	if sold > 0 && ops > 0 {
 		c.ZKOpsPerSale = ops / sold
-		if locks > 0 {
+		if locks > 0 && locksWithZooKeeper(c.Mode) {
 			c.SalesPerLock = sold / locks
 		}
 	}
-	c.bind(lim, ops > 0)
+	c.bind(lim, locksWithZooKeeper(c.Mode))
 	if c.Statements != nil && lim.DBCPUPerStatementMs > 0 {
 		c.FloorMs = c.ZKOpsPerSale*lim.ZKCPUPerOpMs + c.Statements["Questions"]*lim.DBCPUPerStatementMs
 	}
 	return c, nil
 }
+
+// locksWithZooKeeper says whether a lock mode's lock is ZooKeeper's (every such mode's name starts
+// with "zk"). It is the mode, not the ZooKeeper requests counted in its cell, that decides: for a
+// few seconds after a switch of mode, every mode also takes the locks of the modes it replaced
+// (the transition window), so a db-forupdate cell that follows zk-batch counts a few ZooKeeper
+// locks, and its purchases per lock would come out in the hundreds.
+func locksWithZooKeeper(mode string) bool { return strings.HasPrefix(mode, "zk") }
 
 // bind names the limit that binds the cell. Every lock acquisition creates and deletes one node
 // and commits one transaction, so the ceilings in purchases per second are the raw rates times the

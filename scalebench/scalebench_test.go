@@ -24,11 +24,18 @@ func TestBind(t *testing.T) {
 	if cas.Binding != "database" || cas.ZKCeiling != 0 || math.Abs(cas.BindingRatio-0.5) > 1e-9 {
 		t.Fatalf("db-cas: %+v", cas)
 	}
+	// A db-forupdate cell right after a zk-batch one counts the few ZooKeeper locks of the
+	// transition window; its limit is still the database's, and it sells no purchases per lock.
+	forUpdate := Cell{Mode: "db-forupdate", Throughput: 1500, SalesPerLock: 1, ZKOpsPerSale: 0.01}
+	forUpdate.bind(lim, locksWithZooKeeper(forUpdate.Mode))
+	if forUpdate.Binding != "database" || !locksWithZooKeeper("zk-batch") || !locksWithZooKeeper("zk") {
+		t.Fatalf("db-forupdate: %+v", forUpdate)
+	}
 	var b bytes.Buffer
-	if err := WriteMarkdown(&b, []Result{{Setup: "standalone", Limits: lim, Cells: []Cell{zk, cas}}}); err != nil {
+	if err := WriteMarkdown(&b, []Result{{Setup: "standalone", Limits: lim, Cells: []Cell{zk, cas, forUpdate}}}); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"| zk | 0 |", "ZooKeeper (2000/s) | 50% |", "| db-cas |", "database (3000/s) | 50% |"} {
+	for _, want := range []string{"| zk | 0 |", "ZooKeeper (2000/s) | 50% |", "| db-cas |", "database (3000/s) | 50% |", "| db-forupdate | 0 |  | 1500 | 0.0 | 0.0 | 0.0 | — | database"} {
 		if !strings.Contains(b.String(), want) {
 			t.Fatalf("the table lacks %q:\n%s", want, b.String())
 		}
