@@ -10,7 +10,7 @@ DEMO_FLAGS ?=
 FUZZTIME ?= 30s
 FUZZ_CORPUS := order/testdata/fuzz/FuzzAPI
 
-.PHONY: test test-faults lint compose-check compose-test screenshots footprint scale scale-ab bench demo demo-up demo-down servers-start servers-stop help
+.PHONY: test test-faults lint compose-check compose-test screenshots footprint scale scale-ab syscalls-ab bench demo demo-up demo-down servers-start servers-stop help
 
 ## test: gofmt, go vet, docker-compose.yml check, then go test -race ./... against real servers
 test: lint compose-check
@@ -63,6 +63,11 @@ scale:
 AB_ROUNDS ?= 3
 scale-ab:
 	$(SERVERS) run --no-ensemble -- env AB_ROUNDS=$(AB_ROUNDS) scripts/scale-ab.sh $(REFS)
+
+## syscalls-ab: system calls, context switches and CPU per purchase of replicas, MariaDB and
+## ZooKeeper (perf stat), git refs side by side (REFS="OLD NEW", AB_ROUNDS=2); out/syscalls-ab/summary.txt
+syscalls-ab:
+	$(SERVERS) run --no-ensemble -- env AB_ROUNDS=$(if $(filter command line,$(origin AB_ROUNDS)),$(AB_ROUNDS),2) scripts/syscalls-ab.sh $(REFS)
 
 ## footprint: 100,000 purchases over 1,000 SKUs in zk and zk-batch, then what they left behind
 ## (lock paths, watches, goroutines, live heap, batchers), measured against the idle values
