@@ -22,18 +22,9 @@ rounds=${AB_ROUNDS:-3}
 out=$ROOT/out/scale-ab
 mkdir -p "$out" out/bin
 go build -o out/bin/ ./cmd/scalebench
-work=$(mktemp -d)
-demo=""
-cleanup() {
-	if [ -n "$demo" ]; then scripts/demo.sh down "$demo" >/dev/null 2>&1 || true; fi
-	for ref in "$@"; do git worktree remove --force "$work/$ref" >/dev/null 2>&1 || true; done
-	rm -rf "$work"
-}
-trap 'cleanup "$@"' EXIT
-for ref in "$@"; do
-	git rev-parse --verify --quiet "$ref^{commit}" >/dev/null || { echo "scale-ab: $ref is not a commit" >&2; exit 2; }
-	git worktree add --detach "$work/$ref" "$ref" >/dev/null
-done
+# shellcheck source=scripts/ab-worktrees.sh
+. scripts/ab-worktrees.sh
+ab_worktrees "$@"
 
 cell() { # cell REF ROUND NAME LOCK_MODE scalebench-args...
 	local ref=$1 round=$2 name=$3 mode=$4

@@ -20,18 +20,9 @@ go build -o out/bin/ ./cmd/loadtest
 zkpid=$(pgrep -f -- "$ZK_DIR" | head -1)
 dbpid=$(pgrep -f -- "$MYSQL_DIR" | head -1)
 [ -n "$zkpid" ] && [ -n "$dbpid" ] || { echo "syscalls-ab: no ZooKeeper or MariaDB process found" >&2; exit 1; }
-work=$(mktemp -d)
-demo=""
-cleanup() {
-	if [ -n "$demo" ]; then scripts/demo.sh down "$demo" >/dev/null 2>&1 || true; fi
-	for ref in "$@"; do git worktree remove --force "$work/$ref" >/dev/null 2>&1 || true; done
-	rm -rf "$work"
-}
-trap 'cleanup "$@"' EXIT
-for ref in "$@"; do
-	git rev-parse --verify --quiet "$ref^{commit}" >/dev/null || { echo "syscalls-ab: $ref is not a commit" >&2; exit 2; }
-	git worktree add --detach "$work/$ref" "$ref" >/dev/null
-done
+# shellcheck source=scripts/ab-worktrees.sh
+. scripts/ab-worktrees.sh
+ab_worktrees "$@"
 load() { # load REQUESTS
 	out/bin/loadtest -targets http://127.0.0.1:8081,http://127.0.0.1:8082,http://127.0.0.1:8083 -admin-token demo \
 		-modes zk -skus 100 -dist uniform -requests "$1" -stock 1000000 -concurrency 48
