@@ -62,12 +62,14 @@ scale:
 ## purchase of replicas, ZooKeeper and MariaDB; table in out/scale-ab/summary.md
 AB_ROUNDS ?= 3
 scale-ab:
+	$(if $(REFS),,$(error name the builds to compare: make scale-ab REFS="OLD NEW"))
 	$(SERVERS) run --no-ensemble -- env AB_ROUNDS=$(AB_ROUNDS) scripts/scale-ab.sh $(REFS)
 
 ## syscalls-ab: system calls, context switches and CPU per purchase of replicas, MariaDB and
 ## ZooKeeper (perf stat), git refs side by side (REFS="OLD NEW", AB_ROUNDS=2); out/syscalls-ab/summary.txt
 syscalls-ab:
-	$(SERVERS) run --no-ensemble -- env AB_ROUNDS=$(if $(filter command line,$(origin AB_ROUNDS)),$(AB_ROUNDS),2) scripts/syscalls-ab.sh $(REFS)
+	$(if $(REFS),,$(error name the builds to compare: make syscalls-ab REFS="OLD NEW"))
+	$(SERVERS) run --no-ensemble -- env AB_ROUNDS=$(if $(filter-out file,$(origin AB_ROUNDS)),$(AB_ROUNDS),2) scripts/syscalls-ab.sh $(REFS)
 
 ## footprint: 100,000 purchases over 1,000 SKUs in zk and zk-batch, then what they left behind
 ## (lock paths, watches, goroutines, live heap, batchers), measured against the idle values

@@ -188,13 +188,10 @@ func runCell(ctx context.Context, cfg Config, store *inventory.Store, lim Limits
 			ops += n - before[op]
 		}
 	}
-	c.SalesPerLock = 1
 	if sold > 0 && ops > 0 {
 		c.ZKOpsPerSale = ops / sold
-		if locks > 0 && locksWithZooKeeper(c.Mode) {
-			c.SalesPerLock = sold / locks
-		}
 	}
+	c.SalesPerLock = salesPerLock(c.Mode, sold, locks)
 	c.bind(lim, locksWithZooKeeper(c.Mode))
 	if c.Statements != nil && lim.DBCPUPerStatementMs > 0 {
 		c.FloorMs = c.ZKOpsPerSale*lim.ZKCPUPerOpMs + c.Statements["Questions"]*lim.DBCPUPerStatementMs
@@ -208,6 +205,15 @@ func runCell(ctx context.Context, cfg Config, store *inventory.Store, lim Limits
 // (the transition window), so a db-forupdate cell that follows zk-batch counts a few ZooKeeper
 // locks, and its purchases per lock would come out in the hundreds.
 func locksWithZooKeeper(mode string) bool { return strings.HasPrefix(mode, "zk") }
+
+// salesPerLock is the purchases a cell sold per ZooKeeper lock it took: 1 unless the mode's lock
+// is ZooKeeper's and it took some.
+func salesPerLock(mode string, sold, locks float64) float64 {
+	if !locksWithZooKeeper(mode) || sold <= 0 || locks <= 0 {
+		return 1
+	}
+	return sold / locks
+}
 
 // bind names the limit that binds the cell. Every lock acquisition creates and deletes one node
 // and commits one transaction, so the ceilings in purchases per second are the raw rates times the

@@ -25,8 +25,25 @@ func TestBind(t *testing.T) {
 		t.Fatalf("db-cas: %+v", cas)
 	}
 	// A db-forupdate cell right after a zk-batch one counts the few ZooKeeper locks of the
-	// transition window; its limit is still the database's, and it sells no purchases per lock.
-	forUpdate := Cell{Mode: "db-forupdate", Throughput: 1500, SalesPerLock: 1, ZKOpsPerSale: 0.01}
+	// transition window (the run that found it: 1,500 purchases, 4 locks, 375 per lock); its
+	// limit is still the database's, and it sells no purchases per lock.
+	if got := salesPerLock("db-forupdate", 1500, 4); got != 1 {
+		t.Errorf("db-forupdate after a transition window: %v purchases per lock, want 1", got)
+	}
+	if got := salesPerLock("zk-batch", 1500, 100); got != 15 {
+		t.Errorf("zk-batch: %v purchases per lock, want 15", got)
+	}
+	for _, mode := range []string{"none", "db-forupdate", "db-cas", "db-locktable", "redis", "redis-fenced"} {
+		if locksWithZooKeeper(mode) {
+			t.Errorf("%s counted as a ZooKeeper mode", mode)
+		}
+	}
+	for _, mode := range []string{"zk", "zk-unfenced", "zk-herd", "zk-batch"} {
+		if !locksWithZooKeeper(mode) {
+			t.Errorf("%s not counted as a ZooKeeper mode", mode)
+		}
+	}
+	forUpdate := Cell{Mode: "db-forupdate", Throughput: 1500, SalesPerLock: salesPerLock("db-forupdate", 1500, 4), ZKOpsPerSale: 0.01}
 	forUpdate.bind(lim, locksWithZooKeeper(forUpdate.Mode))
 	if forUpdate.Binding != "database" || !locksWithZooKeeper("zk-batch") || !locksWithZooKeeper("zk") {
 		t.Fatalf("db-forupdate: %+v", forUpdate)

@@ -16,8 +16,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
+[ $# -ge 1 ] || { sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 : "${ZK_SERVERS:?run under scripts/servers.sh run --no-ensemble}" "${MYSQL_DSN:?}"
-[ $# -ge 1 ] || { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 rounds=${AB_ROUNDS:-3}
 out=$ROOT/out/scale-ab
 mkdir -p "$out" out/bin
@@ -29,8 +29,7 @@ ab_worktrees "$@"
 cell() { # cell REF ROUND NAME LOCK_MODE scalebench-args...
 	local ref=$1 round=$2 name=$3 mode=$4
 	shift 4
-	demo=$(mktemp -d)
-	(cd "$work/$ref" && LOCK_MODE=$mode DEMO_WORK_DELAY=0 scripts/demo.sh up "$demo") >"$out/$ref-$round-$name.log" 2>&1
+	ab_demo_up "$work/$ref" "LOCK_MODE=$mode" >"$out/$ref-$round-$name.log" 2>&1
 	ADMIN_TOKEN=demo out/bin/scalebench -label "$ref" -zk-servers "$ZK_SERVERS" -mysql-dsn "$MYSQL_DSN" -raw-for 2s -dists uniform \
 		-servers-only "$demo/bin/orderd,${ZK_DIR:-},${MYSQL_DIR:-}" "$@" >"$out/$ref-$round-$name.txt" 2>&1
 	# How long a lock was held on average (from the acquisition to the release answered), over
@@ -38,8 +37,7 @@ cell() { # cell REF ROUND NAME LOCK_MODE scalebench-args...
 	for port in 8081 8082 8083; do curl -fsS "http://127.0.0.1:$port/metrics"; done |
 		awk '/^zkstock_lock_hold_seconds_sum/ { s += $2 } /^zkstock_lock_hold_seconds_count/ { n += $2 }
 			END { if (n > 0) printf "held %.3f ms\n", 1000 * s / n }' >"$out/$ref-$round-$name.held" || true
-	(cd "$work/$ref" && scripts/demo.sh down "$demo") >/dev/null 2>&1
-	demo=""
+	ab_demo_down "$work/$ref"
 }
 
 for round in $(seq 1 "$rounds"); do

@@ -10,8 +10,8 @@
 # time does. One line per ref and round goes to out/syscalls-ab/summary.txt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+[ $# -ge 1 ] || { sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 : "${ZK_SERVERS:?run under scripts/servers.sh run --no-ensemble}" "${MYSQL_DSN:?}" "${ZK_DIR:?}" "${MYSQL_DIR:?}"
-[ $# -ge 1 ] || { sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 command -v perf >/dev/null || { echo "syscalls-ab: perf is needed (Debian's linux-perf)" >&2; exit 1; }
 rounds=${AB_ROUNDS:-2}
 out=$PWD/out/syscalls-ab
@@ -30,8 +30,7 @@ load() { # load REQUESTS
 : >"$out/summary.txt"
 for round in $(seq 1 "$rounds"); do
 	for ref in "$@"; do
-		demo=$(mktemp -d)
-		(cd "$work/$ref" && DEMO_WORK_DELAY=0 scripts/demo.sh up "$demo") >"$out/$ref-$round.log" 2>&1
+		ab_demo_up "$work/$ref" >"$out/$ref-$round.log" 2>&1
 		replicas=$(cat "$demo/order1.pid"),$(cat "$demo/order2.pid"),$(cat "$demo/order3.pid")
 		load 600 >/dev/null 2>&1
 		perfs=()
@@ -43,8 +42,7 @@ for round in $(seq 1 "$rounds"); do
 		load 6000 >"$out/$ref-$round.txt" 2>&1
 		kill -INT "${perfs[@]}"
 		wait "${perfs[@]}" || true
-		(cd "$work/$ref" && scripts/demo.sh down "$demo") >/dev/null 2>&1
-		demo=""
+		ab_demo_down "$work/$ref"
 		line="$ref round $round:"
 		for who in replicas mariadb zookeeper; do
 			line+=$(awk -F, -v w="$who" '$3 == "raw_syscalls:sys_enter" { s = $1 } $3 == "context-switches" { c = $1 } $3 == "task-clock" { t = $1 }
