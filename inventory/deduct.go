@@ -109,7 +109,9 @@ func (s *Store) sell(ctx context.Context, sl sale, mode Mode, hooks Hooks) (orde
 	switch {
 	case err == nil:
 		return orders, left, replayed, nil
-	case replayed && errors.Is(err, ErrOutcomeUnknown):
+	case replayed:
+		// Known before the commit, and nothing written: whatever became of the COMMIT (no
+		// answer, or not sent once the deadline had passed), the answer is the replay.
 		return orders, left, true, nil
 	case errors.Is(err, gorm.ErrDuplicatedKey) && sl.req.key != "":
 		// Another transaction recorded the same key first (possible without a lock, or for

@@ -15,8 +15,9 @@ import (
 
 // The stock primitives every change is made of, and the one order every change keeps them in:
 // claim the fences (Fenced), look the key up, read, check, work, write, record, commit. Deduct,
-// DeductCart, Cancel and DeductBatch are compositions of these; no other file reads or writes a
-// product's stock.
+// DeductCart, Cancel and DeductBatch are compositions of these, and sellPipelined (pipelined.go)
+// sends their statements' texts in fewer round trips; no other file reads or writes a product's
+// stock.
 
 var errNoRows = sql.ErrNoRows
 

@@ -41,8 +41,9 @@ const (
 
 // Open connects to the database at dsn (go-sql-driver syntax). It turns on clientFoundRows, so
 // that an UPDATE reports the rows it matched even when a value did not change (the fence claim
-// relies on it), and parseTime. It sets readTimeout and writeTimeout to 10 s unless the DSN sets
-// them, and every session's wait_timeout to commitIdleTimeout (see CommitBound): the server
+// relies on it), parseTime, interpolateParams (one round trip per statement) and multiStatements
+// (several statements in one round trip, for sellPipelined). It sets readTimeout and
+// writeTimeout to 10 s unless the DSN sets them, and every session's wait_timeout to commitIdleTimeout (see CommitBound): the server
 // ends a connection it has not heard from for that long, which rolls back its transaction, so a
 // transaction stranded behind a vanished client does not hold its row locks for hours. A pause
 // inside a transaction (WORK_DELAY) must stay shorter than that.
@@ -50,7 +51,8 @@ const (
 // Open refuses a database whose auto_increment_increment is not 1 (Galera's
 // wsrep_auto_increment_control and multi-primary setups raise it): a multi-row INSERT takes its
 // orders' ids from the first id and an increment of 1, as GORM assumes, so with any other
-// increment the orders a batch answers with would carry ids that are not theirs.
+// increment the orders a batch answers with would carry ids that are not theirs. It refuses a
+// session character set in which the driver's escaping of arguments is unsafe (checkCharset).
 func Open(ctx context.Context, dsn string, pool PoolOptions) (*Store, error) {
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
