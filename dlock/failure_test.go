@@ -43,31 +43,21 @@ func TestConnectionLossDuringCreateLeavesNoOrphan(t *testing.T) {
 	proxy.CutAfterRequest(func(op int32) bool { return op == opCreate })
 	createsBefore := c.Stats().Creates
 
-	got := make(chan error, 1)
-	var lease *dlock.Lease
-	go func() {
-		var err error
-		lease, err = dlock.NewMutex(c, path).Lock(ctxTimeout(t, 30*time.Second))
-		got <- err
-	}()
-	// The create reached ZooKeeper although the client never saw its reply.
-	waitNodes(t, raw, path, 2)
-	select {
-	case err := <-got:
-		t.Fatalf("Lock returned while the lock was held: %v", err)
-	case <-time.After(2 * time.Second): // long enough for the client to reconnect and look again
-	}
+	// The create reaches ZooKeeper although the client never sees its reply; 2 s are long
+	// enough for the client to reconnect and look again.
+	got := lockBehind(t, dlock.NewMutex(c, path), 30*time.Second, raw, path, 2, 2*time.Second)
 	if nodes := lockNodes(t, raw, path); len(nodes) != 2 {
 		t.Fatalf("queue %v: the retried create left an orphan", nodes)
 	}
 	mustUnlock(t, holder)
-	if err := <-got; err != nil {
-		t.Fatalf("lock after the connection loss: %v", err)
+	a := <-got
+	if a.err != nil {
+		t.Fatalf("lock after the connection loss: %v", a.err)
 	}
 	if n := c.Stats().Creates - createsBefore; n != 1 {
 		t.Fatalf("%d creates: the client did not find its own node by GUID", n)
 	}
-	mustUnlock(t, lease)
+	mustUnlock(t, a.lease)
 	if nodes := lockNodes(t, raw, path); len(nodes) != 0 {
 		t.Fatalf("nodes left behind: %v", nodes)
 	}

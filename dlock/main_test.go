@@ -141,3 +141,28 @@ func mustUnlock(t testing.TB, l *dlock.Lease) {
 		t.Errorf("unlock %s: %v", l.Node(), err)
 	}
 }
+
+// lockAnswer is what a Lock started in the background answered.
+type lockAnswer struct {
+	lease *dlock.Lease
+	err   error
+}
+
+// lockBehind starts m.Lock (with timeout) in the background, waits until its node joins the
+// queue at path as the nodes-th node, and fails the test if Lock returns within wait: the lock is
+// held, so it must still be waiting. The channel gives its answer once the holder lets go.
+func lockBehind(t *testing.T, m *dlock.Mutex, timeout time.Duration, raw *zk.Conn, path string, nodes int, wait time.Duration) <-chan lockAnswer {
+	t.Helper()
+	got := make(chan lockAnswer, 1)
+	go func() {
+		lease, err := m.Lock(ctxTimeout(t, timeout))
+		got <- lockAnswer{lease, err}
+	}()
+	waitNodes(t, raw, path, nodes)
+	select {
+	case a := <-got:
+		t.Fatalf("Lock returned while the lock was held: %v", a.err)
+	case <-time.After(wait):
+	}
+	return got
+}

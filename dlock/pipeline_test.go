@@ -118,23 +118,13 @@ func TestOneRoundTripPathSeesTheHolder(t *testing.T) {
 	if _, err := dlock.NewMutex(b, dir).TryLock(ctxTimeout(t, 5*time.Second)); !errors.Is(err, dlock.ErrLocked) {
 		t.Fatalf("TryLock while held: %v, want ErrLocked", err)
 	}
-	got := make(chan error, 1)
-	var next *dlock.Lease
-	go func() {
-		var err error
-		next, err = dlock.NewMutex(b, dir).Lock(ctxTimeout(t, 10*time.Second))
-		got <- err
-	}()
-	waitNodes(t, raw, dir, 2)
-	select {
-	case err := <-got:
-		t.Fatalf("second Lock returned while the lock was held: %v", err)
-	case <-time.After(300 * time.Millisecond):
-	}
+	got := lockBehind(t, dlock.NewMutex(b, dir), 10*time.Second, raw, dir, 2, 300*time.Millisecond)
 	mustUnlock(t, held)
-	if err := <-got; err != nil {
-		t.Fatal(err)
+	answer := <-got
+	if answer.err != nil {
+		t.Fatal(answer.err)
 	}
+	next := answer.lease
 	if next.Token() <= held.Token() {
 		t.Fatalf("token %d after %d", next.Token(), held.Token())
 	}

@@ -18,21 +18,14 @@ import (
 func TestBatchAnswersWhenItsCommitGoesUnanswered(t *testing.T) {
 	proxy, dsn := tcpproxy.ProxiedDSN(t, testenv.MySQLDatabase(t), nil)
 	ctx := context.Background()
-	s, err := inventory.Open(ctx, dsn, inventory.PoolOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	s := openStoreAt(t, dsn)
 	mustReset(t, s, "BATCH-U", 5)
 	mk := func(qty int64, key string) inventory.BatchItem {
 		return inventory.BatchItem{Purchase: inventory.Purchase{SKU: "BATCH-U", Qty: qty, RequestID: key}}
 	}
 	items := []inventory.BatchItem{mk(5, "u-1"), mk(5, "u-2"), mk(6, "u-3"), mk(5, "u-1"), mk(4, "u-1")}
 	proxy.CutAfterQuery(func(q string) bool { return strings.EqualFold(q, "COMMIT") }, false)
-	err = s.DeductBatch(ctx, "BATCH-U", inventory.Fence{Token: 1}, items, nil)
+	err := s.DeductBatch(ctx, "BATCH-U", inventory.Fence{Token: 1}, items, nil)
 	if !errors.Is(err, inventory.ErrOutcomeUnknown) {
 		t.Fatalf("batch: %v, want ErrOutcomeUnknown", err)
 	}

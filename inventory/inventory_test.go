@@ -16,8 +16,14 @@ func TestMain(m *testing.M) { testenv.Main(m, "MYSQL_DSN") }
 
 func openStore(t *testing.T) *inventory.Store {
 	t.Helper()
+	return openStoreAt(t, testenv.MySQLDatabase(t))
+}
+
+// openStoreAt opens a store on dsn (a test's database, perhaps through a proxy) and migrates it.
+func openStoreAt(t *testing.T, dsn string) *inventory.Store {
+	t.Helper()
 	ctx := context.Background()
-	s, err := inventory.Open(ctx, testenv.MySQLDatabase(t), inventory.PoolOptions{})
+	s, err := inventory.Open(ctx, dsn, inventory.PoolOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,14 +19,7 @@ import (
 func TestFencedDeductionReadsAfterItsClaim(t *testing.T) {
 	dsn := testenv.MySQLDatabase(t)
 	ctx := context.Background()
-	s, err := inventory.Open(ctx, dsn, inventory.PoolOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	s := openStoreAt(t, dsn)
 	raw, err := sql.Open("mysql", dsn)
 	if err != nil {
 		t.Fatal(err)

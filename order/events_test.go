@@ -427,11 +427,15 @@ func runReplica(t *testing.T, streams int) (url, dsn string, stop func() (time.D
 	return url, dsn, stop
 }
 
-// bigEvents makes every event of the live page about 2 MB, by having 30,000 replicas announced
-// until far in the future: a few events fill any socket buffer, so that a reader that does not
-// read blocks the stream's writes at once, as it would after a long while with small events.
-func bigEvents(t *testing.T, dsn string) {
+// bigEvents stocks sku and makes every event of the live page about 2 MB, by having 30,000
+// replicas announced until far in the future: a few events fill any socket buffer, so that a
+// reader that does not read blocks the stream's writes at once, as it would after a long while
+// with small events.
+func bigEvents(t *testing.T, url, dsn, sku string) {
 	t.Helper()
+	if rep := call(t, "PUT", url+"/admin/products/"+sku, `{"stock":10}`, "Authorization", "Bearer "+adminToken); rep.status != 200 {
+		t.Fatalf("reset: %d %s", rep.status, rep.raw)
+	}
 	var stmts []string
 	for b := 0; b < 30; b++ {
 		var rows []string
@@ -477,10 +481,7 @@ func streamStatus(t *testing.T, url string) int {
 func TestStalledReaderIsDropped(t *testing.T) {
 	url, dsn, _ := runReplica(t, 1)
 	const sku = "EV-STALL"
-	if rep := call(t, "PUT", url+"/admin/products/"+sku, `{"stock":10}`, "Authorization", "Bearer "+adminToken); rep.status != 200 {
-		t.Fatalf("reset: %d %s", rep.status, rep.raw)
-	}
-	bigEvents(t, dsn)
+	bigEvents(t, url, dsn, sku)
 	start := time.Now()
 	stalledReader(t, url, sku)
 	time.Sleep(300 * time.Millisecond)
@@ -504,10 +505,7 @@ func TestStalledReaderIsDropped(t *testing.T) {
 func TestShutdownWithStalledReader(t *testing.T) {
 	url, dsn, stop := runReplica(t, 0)
 	const sku = "EV-STALL"
-	if rep := call(t, "PUT", url+"/admin/products/"+sku, `{"stock":10}`, "Authorization", "Bearer "+adminToken); rep.status != 200 {
-		t.Fatalf("reset: %d %s", rep.status, rep.raw)
-	}
-	bigEvents(t, dsn)
+	bigEvents(t, url, dsn, sku)
 	stalledReader(t, url, sku)
 	time.Sleep(1200 * time.Millisecond) // its writes are blocked by now
 	took, err := stop()
