@@ -116,12 +116,7 @@ func (s *Store) sell(ctx context.Context, sl sale, mode Mode, hooks Hooks) (orde
 	case errors.Is(err, gorm.ErrDuplicatedKey) && sl.req.key != "":
 		// Another transaction recorded the same key first (possible without a lock, or for
 		// another SKU at once): ours rolled back, theirs is the answer.
-		var found bool
-		orders, left, found, err = replayOf(s.db.WithContext(ctx), sl.req)
-		if err == nil && !found {
-			err = fmt.Errorf("the orders of key %q vanished", sl.req.key)
-		}
-		return orders, left, err == nil, err
+		return s.replay(ctx, sl.req)
 	}
 	return nil, nil, false, err
 }
