@@ -104,7 +104,7 @@ func (s *Store) sell(ctx context.Context, sl sale, mode Mode, hooks Hooks) (orde
 		if err := recordOrders(tx, orders); err != nil {
 			return fmt.Errorf("record %d orders: %w", len(orders), err)
 		}
-		return beforeCommit(hooks.BeforeCommit)
+		return hooks.lastWord(mode)
 	})
 	switch {
 	case err == nil:

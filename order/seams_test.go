@@ -269,19 +269,39 @@ func TestUnknownOutcomeKeepsTheLockUntilTheBound(t *testing.T) {
 // heldCommit holds one replica's COMMIT up in the network for d while another replica buys the
 // same SKU, then checks that no update was lost; it returns the held purchase's answer.
 func heldCommit(t *testing.T, mode order.LockMode, d time.Duration) reply {
+	return heldCommitCase(t, heldCase{mode: mode, stall: d})
+}
+
+// heldCase is a COMMIT held up in the network while another replica buys the same SKU.
+type heldCase struct {
+	mode     order.LockMode // both replicas'
+	switchTo order.LockMode // if set, the held replica switches to it first: a transition window opens there
+	stall    time.Duration
+	// during runs while the COMMIT is held up and the next purchase is under way.
+	during func(t *testing.T, held, next *replica)
+}
+
+func heldCommitCase(t *testing.T, c heldCase) reply {
 	dsn := testenv.MySQLDatabase(t)
 	proxy, proxied := tcpproxy.ProxiedDSN(t, dsn, func(c *mysql.Config) { c.ReadTimeout = time.Second })
-	held := ordertest.Start(t, 1, ordertest.Options{Mode: mode, DSN: proxied})[0]
-	next := ordertest.Start(t, 1, ordertest.Options{Mode: mode, DSN: dsn})[0]
+	held := ordertest.Start(t, 1, ordertest.Options{Mode: c.mode, DSN: proxied})[0]
+	next := ordertest.Start(t, 1, ordertest.Options{Mode: c.mode, DSN: dsn, FirstNumber: 2})[0]
 	const sku = "SEAM-SETTLE"
 	resetStock(t, next, sku, 10)
+	if c.switchTo != "" {
+		setMode(t, []*replica{held}, c.switchTo)
+	}
 	fired := proxy.StallAtQuery(isCommit)
 	first := make(chan reply, 1)
 	go func() { first <- buy(t, held, sku, 1, "K-HELD") }()
 	<-fired // the holder's COMMIT is held up; it gives up on it after its 1 s read timeout
 	second := make(chan reply, 1)
 	go func() { second <- buy(t, next, sku, 1, "K-NEXT") }()
-	time.Sleep(d)
+	stalled := time.Now()
+	if c.during != nil {
+		c.during(t, held, next)
+	}
+	time.Sleep(c.stall - time.Since(stalled))
 	proxy.Resume() // the COMMIT arrives, and applies
 	one, two := <-first, <-second
 	if two.status != 201 {
@@ -294,6 +314,58 @@ func heldCommit(t *testing.T, mode order.LockMode, d time.Duration) reply {
 		t.Fatalf("audit %+v: the held COMMIT was overwritten", a)
 	}
 	return one
+}
+
+// In the fenced modes a holder hands its lock over as its COMMIT leaves: the next holder has the
+// lock while that COMMIT is still held up in the network, and its claim of the fence waits in the
+// database until the COMMIT applies; no update is lost, and the held purchase learns its outcome
+// by its key, without the lock.
+func TestFencedModesHandTheLockOverAsTheCommitLeaves(t *testing.T) {
+	for _, mode := range []order.LockMode{order.ModeZK, order.ModeRedisFenced} {
+		t.Run(string(mode), func(t *testing.T) {
+			one := heldCommitCase(t, heldCase{mode: mode, stall: 3 * time.Second, during: func(t *testing.T, held, next *replica) {
+				for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+					if lockWaits(t, next) == 1 {
+						return
+					}
+					if time.Now().After(deadline) {
+						t.Errorf("the next replica had no lock 2 s into the held COMMIT: the holder did not hand it over")
+						return
+					}
+				}
+			}})
+			if one.status != 201 {
+				t.Fatalf("held purchase: %d %s, want 201 (settled by its key once the COMMIT applied)", one.status, one.raw)
+			}
+		})
+	}
+}
+
+// Not in a transition window: a replica just switched from zk-unfenced to zk keeps its lock until
+// its COMMIT is settled, because the next holder may be a replica still in zk-unfenced, whose
+// plain read would not wait for the COMMIT in the database.
+func TestNoHandOverInATransitionWindow(t *testing.T) {
+	heldCommitCase(t, heldCase{mode: order.ModeZKUnfenced, switchTo: order.ModeZK, stall: 3 * time.Second, during: func(t *testing.T, held, next *replica) {
+		time.Sleep(2 * time.Second)
+		if n := lockWaits(t, next); n != 0 {
+			t.Errorf("the zk-unfenced replica took the lock (%d) while the switched holder's COMMIT was held up", n)
+		}
+	}})
+}
+
+// lockWaits is how many locks a replica has taken (or failed to take) so far.
+func lockWaits(t *testing.T, r *replica) int {
+	t.Helper()
+	metrics := call(t, "GET", r.URL+"/metrics", "").raw
+	var n int
+	for _, l := range strings.Split(metrics, "\n") {
+		if v, ok := strings.CutPrefix(l, "zkstock_lock_wait_seconds_count "); ok {
+			if _, err := fmt.Sscan(v, &n); err != nil {
+				t.Fatalf("lock wait count %q: %v", l, err)
+			}
+		}
+	}
+	return n
 }
 
 // A replica switched from redis-fenced to zk-unfenced while another replica still holds the Redis

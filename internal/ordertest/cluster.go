@@ -44,6 +44,10 @@ type Options struct {
 	Wrap func(http.Handler) http.Handler
 	// EventStreams caps the live page's streams per replica (default 64).
 	EventStreams int
+	// FirstNumber numbers the replicas' names from it, order<FirstNumber>, … (default 1): replicas
+	// started by separate calls on one database must not share a name, which is their identity
+	// in the fleet's announcements.
+	FirstNumber int
 	// RedisLockTTL is the Redis locks' expiry (default 3 s).
 	RedisLockTTL time.Duration
 }
@@ -77,7 +81,7 @@ func Start(t testing.TB, n int, o Options) []*Replica {
 	ctx := context.Background()
 	var out []*Replica
 	for i := 1; i <= n; i++ {
-		name := fmt.Sprintf("order%d", i)
+		name := fmt.Sprintf("order%d", i-1+cmp.Or(o.FirstNumber, 1))
 		store, err := inventory.Open(ctx, o.DSN, inventory.PoolOptions{})
 		if err != nil {
 			t.Fatal(err)
