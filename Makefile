@@ -58,12 +58,14 @@ scale:
 	$(SERVERS) run -- scripts/scale.sh
 
 ## scale-ab: git refs side by side on the same servers, alternated round after round
-## (REFS="OLD NEW", AB_ROUNDS=3): zk at 100 SKUs and at one, zk-batch at one, with the CPU per
-## purchase of replicas, ZooKeeper and MariaDB; table in out/scale-ab/summary.md
+## (REFS="OLD NEW", AB_ROUNDS=3, AB_CONCURRENCY=48 purchases in flight): zk at 100 SKUs and at
+## one, zk-batch at one, with the CPU per purchase of replicas, ZooKeeper and MariaDB; table in
+## out/scale-ab/summary.md
 AB_ROUNDS ?= 3
+AB_CONCURRENCY ?= 48
 scale-ab:
 	$(if $(REFS),,$(error name the builds to compare: make scale-ab REFS="OLD NEW"))
-	$(SERVERS) run --no-ensemble -- env AB_ROUNDS=$(AB_ROUNDS) scripts/scale-ab.sh $(REFS)
+	$(SERVERS) run --no-ensemble -- env AB_ROUNDS=$(AB_ROUNDS) AB_CONCURRENCY=$(AB_CONCURRENCY) scripts/scale-ab.sh $(REFS)
 
 ## syscalls-ab: system calls, context switches and CPU per purchase of replicas, MariaDB and
 ## ZooKeeper (perf stat), git refs side by side (REFS="OLD NEW", AB_ROUNDS=2); out/syscalls-ab/summary.txt

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# make scale-ab REFS="OLD NEW ..." [AB_ROUNDS=3]: builds side by side, on the same servers.
+# make scale-ab REFS="OLD NEW ..." [AB_ROUNDS=3] [AB_CONCURRENCY=48]: builds side by side, on the
+# same servers.
 #
 # Runs under scripts/servers.sh run --no-ensemble (ZK_SERVERS, MYSQL_DSN, ZK_DIR, MYSQL_DIR). Each
 # git ref is checked out in a worktree of its own; then, round after round, the refs take turns:
@@ -9,16 +10,19 @@
 #   1    zk over one SKU, 2,000 purchases
 #   batch  zk-batch over one SKU, 2,000 purchases, on replicas started in zk-batch (a switch of
 #        mode would open a transition window, in which zk-batch does not batch)
-# Alternating the builds puts the machine's drift on all alike: compare within a round. Each
-# cell's scalebench output goes to out/scale-ab/REF-ROUND-CELL.txt, and one table of them all to
-# out/scale-ab/summary.md: purchases/s, the CPU milliseconds per purchase of the replicas,
-# ZooKeeper and MariaDB, and the statements per purchase.
+# AB_CONCURRENCY is the purchases in flight (default 48); with 1, a cell's rate is the inverse of
+# one purchase's own latency, with no queue and no processor saturated. Alternating the builds
+# puts the machine's drift on all alike: compare within a round. Each cell's scalebench output
+# goes to out/scale-ab/REF-ROUND-CELL.txt, and one table of them all to out/scale-ab/summary.md:
+# purchases/s, the CPU milliseconds per purchase of the replicas, ZooKeeper and MariaDB, and the
+# statements per purchase.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-[ $# -ge 1 ] || { sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+[ $# -ge 1 ] || { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 : "${ZK_SERVERS:?run under scripts/servers.sh run --no-ensemble}" "${MYSQL_DSN:?}"
 rounds=${AB_ROUNDS:-3}
+concurrency=${AB_CONCURRENCY:-48}
 out=$ROOT/out/scale-ab
 mkdir -p "$out" out/bin
 go build -o out/bin/ ./cmd/scalebench
@@ -30,7 +34,7 @@ cell() { # cell REF ROUND NAME LOCK_MODE scalebench-args...
 	local ref=$1 round=$2 name=$3 mode=$4
 	shift 4
 	ab_demo_up "$work/$ref" "LOCK_MODE=$mode" >"$out/$ref-$round-$name.log" 2>&1
-	ADMIN_TOKEN=demo out/bin/scalebench -label "$ref" -zk-servers "$ZK_SERVERS" -mysql-dsn "$MYSQL_DSN" -raw-for 2s -dists uniform \
+	ADMIN_TOKEN=demo out/bin/scalebench -label "$ref" -zk-servers "$ZK_SERVERS" -mysql-dsn "$MYSQL_DSN" -raw-for 2s -dists uniform -concurrency "$concurrency" \
 		-servers-only "$demo/bin/orderd,${ZK_DIR:-},${MYSQL_DIR:-}" "$@" >"$out/$ref-$round-$name.txt" 2>&1
 	# How long a lock was held on average (from the acquisition to the release answered), over
 	# the fresh replicas' whole life: this cell's load only.

@@ -22,6 +22,10 @@
 #   REDIS_ADDR    a Redis with persistence off (--save "" --appendonly no), as a cache usually runs
 #   ZK_DIR, ZK_ENSEMBLE_DIRS, MYSQL_DIR, MYSQL_PORT, REDIS_DIR  for tests that restart servers
 #
+# ZK_JVM=server starts the ZooKeepers' JVMs as a server runs them (both JIT compilers, the default
+# garbage collector, a 512 MB heap) instead of for a quick start (the first compiler only, the
+# serial collector, 256 MB at most), which tests want. For measuring ZooKeeper's own limits.
+#
 # Missing Debian packages (zookeeper, mariadb-server, redis-server, and the peer lock libraries
 # libcurator-recipes-java and python3-kazoo) are installed first.
 set -euo pipefail
@@ -29,6 +33,12 @@ set -euo pipefail
 ZK_CP=/etc/zookeeper/conf:/usr/share/java/zookeeper.jar
 JAVA_OPTS_TEST=(-Xms64m -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Dzookeeper.admin.enableServer=false
 	-Dznode.container.checkIntervalMs=1000 -Dzookeeper.jmx.log4j.disable=true)
+if [ "${ZK_JVM:=test}" = server ]; then
+	JAVA_OPTS_TEST=(-Xms512m -Xmx512m "${JAVA_OPTS_TEST[@]:4}")
+elif [ "$ZK_JVM" != test ]; then
+	echo "servers: ZK_JVM must be test or server" >&2
+	exit 2
+fi
 
 log() { printf 'servers: %s\n' "$*" >&2; }
 die() { log "$*"; exit 1; }
