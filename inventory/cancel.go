@@ -61,7 +61,7 @@ func (s *Store) Cancel(ctx context.Context, c Cancellation, mode Mode, hooks Hoo
 		}
 		o.CancelledAt = &now
 		res = CancelResult{Order: o, Remaining: left[c.SKU]}
-		return hooks.lastWord(mode)
+		return beforeCommit(hooks.BeforeCommit)
 	})
 	switch {
 	case err == nil, res.Replayed && errors.Is(err, ErrOutcomeUnknown):

@@ -104,7 +104,7 @@ func (s *Store) sell(ctx context.Context, sl sale, mode Mode, hooks Hooks) (orde
 		if err := recordOrders(tx, orders); err != nil {
 			return fmt.Errorf("record %d orders: %w", len(orders), err)
 		}
-		return hooks.lastWord(mode)
+		return beforeCommit(hooks.BeforeCommit)
 	})
 	switch {
 	case err == nil:

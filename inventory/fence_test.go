@@ -3,7 +3,6 @@ package inventory_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"testing"
 
 	"github.com/zkstock/zkstock/inventory"
@@ -145,85 +144,5 @@ func TestCartsRecordedBeforeHeadsAndAfterAReset(t *testing.T) {
 	mustReset(t, s, "LEG-A", 10) // deletes the head order (LEG-A sorts first)
 	if _, err := s.DeductCart(ctx, cart, inventory.Unfenced, inventory.Hooks{}); !errors.Is(err, inventory.ErrKeyReused) {
 		t.Fatalf("a cart whose head was reset: %v, want ErrKeyReused", err)
-	}
-}
-
-// Committing, the hand-over, runs in Fenced mode only, once per change, after the caller's last
-// word said yes and before the COMMIT: the change is not visible yet when it runs, and is after.
-// In every other mode, and when the last word says no, it does not run at all.
-func TestCommittingRunsInFencedModeJustBeforeTheCommit(t *testing.T) {
-	s := openStore(t)
-	ctx := context.Background()
-	errNo := errors.New("lock lost")
-	// Each change is prepared (a cancellation needs an order), then run with the hooks.
-	changes := []struct {
-		name    string
-		prepare func(t *testing.T, sku string, mode inventory.Mode) func(hooks inventory.Hooks) error
-	}{
-		{"purchase", func(t *testing.T, sku string, mode inventory.Mode) func(inventory.Hooks) error {
-			return func(hooks inventory.Hooks) error {
-				_, err := s.Deduct(ctx, inventory.Purchase{SKU: sku, Qty: 1, Token: 1}, mode, hooks)
-				return err
-			}
-		}},
-		{"cart", func(t *testing.T, sku string, mode inventory.Mode) func(inventory.Hooks) error {
-			return func(hooks inventory.Hooks) error {
-				_, err := s.DeductCart(ctx, inventory.Cart{Items: []inventory.CartItem{{SKU: sku, Qty: 1}}, RequestID: "commit-hook-" + sku,
-					Tokens: map[string]int64{sku: 1}}, mode, hooks)
-				return err
-			}
-		}},
-		{"cancel", func(t *testing.T, sku string, mode inventory.Mode) func(inventory.Hooks) error {
-			res, err := s.Deduct(ctx, inventory.Purchase{SKU: sku, Qty: 1, Token: 1}, mode, inventory.Hooks{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return func(hooks inventory.Hooks) error {
-				_, err := s.Cancel(ctx, inventory.Cancellation{OrderID: res.Order.ID, SKU: sku, Token: 1}, mode, hooks)
-				return err
-			}
-		}},
-	}
-	for _, ch := range changes {
-		for _, mode := range []inventory.Mode{inventory.Fenced, inventory.Unfenced, inventory.Unsafe, inventory.ForUpdate, inventory.CAS} {
-			for _, lastWordSaysNo := range []bool{false, true} {
-				name := fmt.Sprintf("%s/%s/refused=%v", ch.name, mode, lastWordSaysNo)
-				t.Run(name, func(t *testing.T) {
-					sku := fmt.Sprintf("HANDOVER-%s-%d-%v", ch.name, mode, lastWordSaysNo)
-					mustReset(t, s, sku, 10)
-					run := ch.prepare(t, sku, mode)
-					before := audit(t, s, sku)
-					calls := 0
-					hooks := inventory.Hooks{
-						BeforeCommit: func() error {
-							if lastWordSaysNo {
-								return errNo
-							}
-							return nil
-						},
-						Committing: func() {
-							calls++
-							if now := audit(t, s, sku); now != before {
-								t.Errorf("the change was visible before its COMMIT: %+v, was %+v", now, before)
-							}
-						},
-					}
-					err := run(hooks)
-					if lastWordSaysNo != errors.Is(err, errNo) || (!lastWordSaysNo && err != nil) {
-						t.Fatalf("change: %v", err)
-					}
-					want := 0
-					if mode == inventory.Fenced && !lastWordSaysNo {
-						want = 1
-					}
-					if calls != want {
-						t.Fatalf("Committing ran %d times, want %d", calls, want)
-					}
-					if after := audit(t, s, sku); !lastWordSaysNo && after == before {
-						t.Fatalf("the change is not visible after it committed: %+v", after)
-					}
-				})
-			}
-		}
 	}
 }

@@ -48,24 +48,4 @@ type Hooks struct {
 	Work func(ctx context.Context) error
 	// BeforeCommit is the last word before commit; the caller checks it still holds its lock.
 	BeforeCommit func() error
-	// Committing runs in Fenced mode only, after BeforeCommit said yes and before the COMMIT is
-	// sent: from there the transaction's own row locks order the next holder after it, and the
-	// caller may hand its lock on while the COMMIT travels. Every later Fenced change, and every
-	// locking read, claims the same products rows first, and the server makes it wait until this
-	// transaction has committed or rolled back, whichever the COMMIT's fate. A plain read does not
-	// wait (Unfenced, Unsafe): in those modes only the caller's lock orders the changes, so the
-	// hook is never called there.
-	Committing func()
-}
-
-// lastWord is the end of every change's critical section: the caller's check that it still holds
-// its lock, and then, in Fenced mode, the hand-over (Committing).
-func (h Hooks) lastWord(mode Mode) error {
-	if err := beforeCommit(h.BeforeCommit); err != nil {
-		return err
-	}
-	if mode == Fenced && h.Committing != nil {
-		h.Committing()
-	}
-	return nil
 }

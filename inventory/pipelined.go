@@ -76,7 +76,7 @@ func (s *Store) sellPipelined(ctx context.Context, sl sale, mode Mode, hooks Hoo
 		}
 		return nil, nil, false, fmt.Errorf("write and record %s: %w", l.sku, err)
 	}
-	if err := hooks.lastWord(mode); err != nil {
+	if err := beforeCommit(hooks.BeforeCommit); err != nil {
 		return nil, nil, false, err
 	}
 	if err := timeToCommit(ctx); err != nil {

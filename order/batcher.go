@@ -224,7 +224,7 @@ func (b *batcher) serveOne() {
 		}
 		held = h
 		return h.Unlock, nil
-	}, func(func()) error { // a batch hands nothing over at COMMIT: its lock spans its settling
+	}, func() error {
 		batch := b.take(maxBatch)
 		if len(batch) == 0 {
 			return nil

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/zkstock/zkstock/dlock"
@@ -33,8 +32,8 @@ type fencing struct {
 
 // run runs a change under its mode's row of the table: the one dispatch of lock modes. The locks
 // are taken in sorted order, so that two changes that share SKUs cannot each hold what the other
-// waits for. They span the whole transaction, and an unanswered COMMIT is settled before they are
-// released; except where the mode hands them over as the COMMIT leaves (handsOverAtCommit).
+// waits for; they span the whole transaction, and an unanswered COMMIT is settled before they
+// are released.
 func (s *Server) run(ctx context.Context, mode LockMode, log *slog.Logger, ch change) error {
 	defer s.beginChange(mode)()
 	lm, err := s.rowFor(mode)
@@ -52,7 +51,7 @@ func (s *Server) run(ctx context.Context, mode LockMode, log *slog.Logger, ch ch
 func (s *Server) runOnce(ctx context.Context, lm lockMode, sorted []string, log *slog.Logger, ch change) error {
 	if lm.lock == nil {
 		err := ch.apply(ctx, lm.protect, fencing{}, inventory.Hooks{Work: s.work(nil)})
-		return s.settle(ctx, ch, err, log, false)
+		return s.settle(ctx, ch, err, log)
 	}
 	var held holding
 	return s.withLock(ctx, log, func(lockCtx context.Context) (release, error) {
@@ -62,33 +61,26 @@ func (s *Server) runOnce(ctx context.Context, lm lockMode, sorted []string, log 
 		}
 		held = h
 		return h.Unlock, nil
-	}, func(handOver func()) error {
-		hooks := inventory.Hooks{Work: s.work(held), BeforeCommit: stillHeld(held)}
-		handedOver := false
-		if lm.handsOverAtCommit() {
-			hooks.Committing = func() { handedOver = true; handOver() }
-		}
-		err := ch.apply(ctx, lm.protect, fencing{issuer: lm.issuer, tokens: held.Tokens()}, hooks)
-		return s.settle(ctx, ch, err, log, !handedOver)
+	}, func() error {
+		err := ch.apply(ctx, lm.protect, fencing{issuer: lm.issuer, tokens: held.Tokens()},
+			inventory.Hooks{Work: s.work(held), BeforeCommit: stillHeld(held)})
+		return s.settle(ctx, ch, err, log)
 	})
 }
 
-// settle resolves an unanswered COMMIT. While the locks are kept (lockKept), it does so before they
-// are released: released before, a later holder's plain read could miss a COMMIT that applies
-// after it and overwrite it (the lock modes without a fence). When the outcome cannot be learnt
-// within resolveBudget, the locks are kept until the store's commit bound has passed since the
-// COMMIT, after which it can no longer apply, and the answer is outcome_unknown. A change that
-// handed its locks over as the COMMIT left (handsOverAtCommit) asks the same question without
-// them: the next holder's claim waits on this transaction's rows, not on the lock, and the
-// question, which locks the key's row, waits for the same end.
-func (s *Server) settle(ctx context.Context, ch change, err error, log *slog.Logger, lockKept bool) error {
+// settle resolves an unanswered COMMIT while the locks are still held: released before, a later
+// holder's plain read could miss a COMMIT that applies after it and overwrite it (the lock modes
+// without a fence). When the outcome cannot be learnt within resolveBudget, the locks are kept
+// until the store's commit bound has passed since the COMMIT, after which it can no longer apply,
+// and the answer is outcome_unknown.
+func (s *Server) settle(ctx context.Context, ch change, err error, log *slog.Logger) error {
 	if !errors.Is(err, inventory.ErrOutcomeUnknown) {
 		return err
 	}
 	unanswered := time.Now() // the COMMIT was sent before this
-	log.Warn("commit unanswered: asking the database what became of it", "err", err, "lock_kept", lockKept)
+	log.Warn("commit unanswered: asking the database what became of it before the lock is released", "err", err)
 	rerr := ch.resolve(ctx, err)
-	if errors.Is(rerr, errOutcomeUnknown) && lockKept {
+	if errors.Is(rerr, errOutcomeUnknown) {
 		wait := time.Until(unanswered.Add(s.store.CommitBound()))
 		log.Warn("outcome unknown: keeping the lock until the commit can no longer apply", "wait", wait.String())
 		if wait > 0 {
@@ -103,11 +95,9 @@ type release func(context.Context) error
 
 // withLock is the frame of every locked change: acquire within LOCK_TIMEOUT, run critical, then
 // release on every path (an early return, an error, a panic) with a context the caller cannot
-// cancel, so that a client who hangs up does not leave the lock held. critical may start the
-// release sooner with handOver, which sends it in the background (the hand-over at COMMIT); the
-// frame still waits for its answer before it returns. The wait and the hold are timed for the
-// metrics, the hold up to the release's answer.
-func (s *Server) withLock(ctx context.Context, log *slog.Logger, acquire func(context.Context) (release, error), critical func(handOver func()) error) error {
+// cancel, so that a client who hangs up does not leave the lock held. The wait and the hold are
+// timed for the metrics.
+func (s *Server) withLock(ctx context.Context, log *slog.Logger, acquire func(context.Context) (release, error), critical func() error) error {
 	waitStart := time.Now()
 	lockCtx, cancel := context.WithTimeout(ctx, s.cfg.LockTimeout)
 	rel, err := acquire(lockCtx)
@@ -116,53 +106,21 @@ func (s *Server) withLock(ctx context.Context, log *slog.Logger, acquire func(co
 	if err != nil {
 		return fmt.Errorf("%w: %w", errLockUnavailable, err)
 	}
-	r := &releasing{s: s, ctx: context.WithoutCancel(ctx), log: log, rel: rel, heldSince: time.Now()}
-	defer r.finish()
-	return critical(r.handOver)
-}
-
-// releasing is one holding's release, sent once: by the hand-over, in the background, or at the
-// end of the change.
-type releasing struct {
-	s         *Server
-	ctx       context.Context
-	log       *slog.Logger
-	rel       release
-	heldSince time.Time
-	once      sync.Once
-	sent      chan struct{} // closed once a release sent in the background is answered; nil if none was
-}
-
-func (r *releasing) handOver() {
-	r.once.Do(func() {
-		r.sent = make(chan struct{})
-		go func() {
-			defer close(r.sent)
-			r.release()
-		}()
-	})
-}
-
-// finish releases, unless the hand-over did, and waits for the answer either way.
-func (r *releasing) finish() {
-	r.once.Do(r.release)
-	if r.sent != nil {
-		<-r.sent
-	}
-}
-
-func (r *releasing) release() {
-	rctx, cancel := context.WithTimeout(r.ctx, releaseTimeout)
-	defer cancel()
-	switch err := r.rel(rctx); {
-	case errors.Is(err, dlock.ErrReleasePending):
-		// ZooKeeper is unreachable for now: the delete goes on in the background, and the
-		// node goes with the session at the latest. Nothing for anyone to act on.
-		r.log.Debug("lock release pending", "err", err)
-	case err != nil:
-		r.log.Warn("lock release", "err", err)
-	}
-	r.s.metrics.lockHold.Observe(time.Since(r.heldSince).Seconds())
+	heldSince := time.Now()
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		defer cancel()
+		switch err := rel(rctx); {
+		case errors.Is(err, dlock.ErrReleasePending):
+			// ZooKeeper is unreachable for now: the delete goes on in the background, and the
+			// node goes with the session at the latest. Nothing for anyone to act on.
+			log.Debug("lock release pending", "err", err)
+		case err != nil:
+			log.Warn("lock release", "err", err)
+		}
+		s.metrics.lockHold.Observe(time.Since(heldSince).Seconds())
+	}()
+	return critical()
 }
 
 // stillHeld is the last check before commit: a lease lost by then rolls the transaction back.

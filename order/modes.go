@@ -30,19 +30,6 @@ type lockMode struct {
 	// repairStale runs when the fence refused the lock's token: it brings the issuer up to the
 	// fence and says whether to try once more with a new lock.
 	repairStale func(s *Server, ctx context.Context, skus []string, log *slog.Logger) bool
-	// transitional: the row of a transition window (rowFor), whose lock may be followed by a
-	// holder of another mode.
-	transitional bool
-}
-
-// handsOverAtCommit says whether a change releases its locks as its COMMIT leaves rather than
-// once it is answered. In a fenced mode the next holder of the lock claims the same products rows
-// first, and waits for this transaction there (Hooks.Committing), so the hand-off to it (a delete,
-// a notification, the waiter's read) overlaps the COMMIT's round trip instead of following it.
-// Not in a transition window: the next holder may run an unfenced mode not yet switched, whose
-// plain read would not wait.
-func (lm lockMode) handsOverAtCommit() bool {
-	return lm.lock != nil && lm.protect == inventory.Fenced && !lm.transitional
 }
 
 // modeTable is every lock mode, in the order the docs show them. Later modes add to it.

@@ -1,6 +1,7 @@
 package order_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strings"
@@ -275,6 +276,7 @@ func heldCommit(t *testing.T, mode order.LockMode, d time.Duration) reply {
 // heldCase is a COMMIT held up in the network while another replica buys the same SKU.
 type heldCase struct {
 	mode     order.LockMode // both replicas'
+	nextMode order.LockMode // if set, the next replica's instead
 	switchTo order.LockMode // if set, the held replica switches to it first: a transition window opens there
 	stall    time.Duration
 	// during runs while the COMMIT is held up and the next purchase is under way.
@@ -285,9 +287,10 @@ func heldCommitCase(t *testing.T, c heldCase) reply {
 	dsn := testenv.MySQLDatabase(t)
 	proxy, proxied := tcpproxy.ProxiedDSN(t, dsn, func(c *mysql.Config) { c.ReadTimeout = time.Second })
 	held := ordertest.Start(t, 1, ordertest.Options{Mode: c.mode, DSN: proxied})[0]
-	next := ordertest.Start(t, 1, ordertest.Options{Mode: c.mode, DSN: dsn, FirstNumber: 2})[0]
+	next := ordertest.Start(t, 1, ordertest.Options{Mode: cmp.Or(c.nextMode, c.mode), DSN: dsn, FirstNumber: 2})[0]
 	const sku = "SEAM-SETTLE"
 	resetStock(t, next, sku, 10)
+	waitForFleet(t, next, 2)
 	if c.switchTo != "" {
 		setMode(t, []*replica{held}, c.switchTo)
 	}
@@ -316,41 +319,42 @@ func heldCommitCase(t *testing.T, c heldCase) reply {
 	return one
 }
 
-// In the fenced modes a holder hands its lock over as its COMMIT leaves: the next holder has the
-// lock while that COMMIT is still held up in the network, and its claim of the fence waits in the
-// database until the COMMIT applies; no update is lost, and the held purchase learns its outcome
-// by its key, without the lock.
-func TestFencedModesHandTheLockOverAsTheCommitLeaves(t *testing.T) {
-	for _, mode := range []order.LockMode{order.ModeZK, order.ModeRedisFenced} {
-		t.Run(string(mode), func(t *testing.T) {
-			one := heldCommitCase(t, heldCase{mode: mode, stall: 3 * time.Second, during: func(t *testing.T, held, next *replica) {
-				for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-					if lockWaits(t, next) == 1 {
-						return
-					}
-					if time.Now().After(deadline) {
-						t.Errorf("the next replica had no lock 2 s into the held COMMIT: the holder did not hand it over")
-						return
-					}
-				}
-			}})
-			if one.status != 201 {
-				t.Fatalf("held purchase: %d %s, want 201 (settled by its key once the COMMIT applied)", one.status, one.raw)
-			}
-		})
-	}
-}
-
-// Not in a transition window: a replica just switched from zk-unfenced to zk keeps its lock until
-// its COMMIT is settled, because the next holder may be a replica still in zk-unfenced, whose
-// plain read would not wait for the COMMIT in the database.
-func TestNoHandOverInATransitionWindow(t *testing.T) {
+// A COMMIT held up on a replica just switched from zk-unfenced to zk, while a replica not yet
+// switched buys next: the holder keeps its lock until its COMMIT is settled, so the unswitched
+// replica's plain read comes after it. (A hand-over of the lock as the COMMIT left, tried for
+// issue 23 and reverted, failed this test with lost_updates 1 until it was kept out of windows.)
+func TestHeldCommitInATransitionWindowKeepsTheLock(t *testing.T) {
 	heldCommitCase(t, heldCase{mode: order.ModeZKUnfenced, switchTo: order.ModeZK, stall: 3 * time.Second, during: func(t *testing.T, held, next *replica) {
 		time.Sleep(2 * time.Second)
 		if n := lockWaits(t, next); n != 0 {
 			t.Errorf("the zk-unfenced replica took the lock (%d) while the switched holder's COMMIT was held up", n)
 		}
 	}})
+}
+
+// The same beside a replica left in zk-unfenced, neither switched (no transition window): the zk
+// holder's fence does not make the unfenced replica's plain read wait, the lock must.
+func TestHeldCommitBesideAnUnfencedReplicaKeepsTheLock(t *testing.T) {
+	heldCommitCase(t, heldCase{mode: order.ModeZK, nextMode: order.ModeZKUnfenced, stall: 3 * time.Second, during: func(t *testing.T, held, next *replica) {
+		time.Sleep(2 * time.Second)
+		if n := lockWaits(t, next); n != 0 {
+			t.Errorf("the zk-unfenced replica took the lock (%d) while the zk holder's COMMIT was held up", n)
+		}
+	}})
+}
+
+// waitForFleet waits until n replicas have announced themselves in r's database.
+func waitForFleet(t *testing.T, r *replica, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		rs, err := r.Store.Replicas(context.Background(), 5*time.Second)
+		if err == nil && len(rs) >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d replicas announced within 10 s, want %d (%v)", len(rs), n, err)
+		}
+	}
 }
 
 // lockWaits is how many locks a replica has taken (or failed to take) so far.

@@ -219,7 +219,6 @@ func (s *Server) rowFor(mode LockMode) (lockMode, error) {
 	}
 	services := slices.Sorted(maps.Keys(locks))
 	t := lm
-	t.transitional = true
 	if t.protect == inventory.Unfenced {
 		t.protect = inventory.ForUpdate
 	}
