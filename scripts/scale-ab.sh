@@ -54,6 +54,8 @@ for round in $(seq 1 "$rounds"); do
 done
 
 {
+	echo "$concurrency purchases in flight; ZooKeeper's JVM: ${ZK_JVM:-test}"
+	echo
 	echo "| cell | round | ref | purchases/s | replicas ms | ZooKeeper ms | MariaDB ms | the three | statements / purchase | lock held ms |"
 	echo "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 	for name in 100 1 batch; do

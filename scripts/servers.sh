@@ -31,14 +31,13 @@
 set -euo pipefail
 
 ZK_CP=/etc/zookeeper/conf:/usr/share/java/zookeeper.jar
-JAVA_OPTS_TEST=(-Xms64m -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Dzookeeper.admin.enableServer=false
-	-Dznode.container.checkIntervalMs=1000 -Dzookeeper.jmx.log4j.disable=true)
-if [ "${ZK_JVM:=test}" = server ]; then
-	JAVA_OPTS_TEST=(-Xms512m -Xmx512m "${JAVA_OPTS_TEST[@]:4}")
-elif [ "$ZK_JVM" != test ]; then
-	echo "servers: ZK_JVM must be test or server" >&2
-	exit 2
-fi
+case ${ZK_JVM:-test} in
+test) zk_jvm=(-Xms64m -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1) ;;
+server) zk_jvm=(-Xms512m -Xmx512m) ;;
+*) echo "servers: ZK_JVM must be test or server" >&2 && exit 2 ;;
+esac
+JAVA_OPTS_TEST=("${zk_jvm[@]}" -Dzookeeper.admin.enableServer=false -Dznode.container.checkIntervalMs=1000
+	-Dzookeeper.jmx.log4j.disable=true)
 
 log() { printf 'servers: %s\n' "$*" >&2; }
 die() { log "$*"; exit 1; }
