@@ -126,12 +126,19 @@ func (c *Client) ensurePath(ctx context.Context, dir string) error {
 	return nil
 }
 
-// create makes a node of ours, creating the lock path first if it is missing.
+// create makes a node of ours, creating the lock path first if it is missing. A create that ctx
+// ended before its answer came still runs, and may be applied later, even after a holder's
+// release: the node it made is deleted as soon as its answer says so, or it would hold the lock
+// (or block the queue) for nobody until the session ended.
 func (c *Client) create(ctx context.Context, dir, name string, flags int32) (string, error) {
 	for range 10 { // a container parent may be reaped between creating it and its child
-		p, err := call(ctx, c, func() (string, error) {
+		p, err := async.CallUndo(ctx, c.closed, errClosed, func() (string, error) {
 			c.stats.creates.Add(1)
 			return c.conn.Create(dir+"/"+name, []byte(c.owner), flags, zk.WorldACL(zk.PermAll))
+		}, func(p string, err error) {
+			if err == nil {
+				_ = c.remove(context.Background(), p)
+			}
 		})
 		if !errors.Is(err, zk.ErrNoNode) {
 			return p, err

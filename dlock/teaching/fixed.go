@@ -30,14 +30,7 @@ func (c *Client) tryFixed(ctx context.Context, dir string) (lease *Lease, held b
 			return nil, false, nil
 		}
 	case ctx.Err() != nil:
-		// The create may still be applied; requests of a session run in order, so a check sent
-		// after it sees it, and removes it if it is ours.
-		go func() {
-			if ok, st, err := c.conn.Exists(p); err == nil && ok && st.EphemeralOwner == sid {
-				_ = c.remove(context.Background(), p)
-			}
-		}()
-		return nil, false, ctx.Err()
+		return nil, false, ctx.Err() // a create still on its way is undone when it answers (create)
 	default:
 		return nil, false, err
 	}
