@@ -297,7 +297,11 @@ func heldCommitCase(t *testing.T, c heldCase) reply {
 	fired := proxy.StallAtQuery(isCommit)
 	first := make(chan reply, 1)
 	go func() { first <- buy(t, held, sku, 1, "K-HELD") }()
-	<-fired // the holder's COMMIT is held up; it gives up on it after its 1 s read timeout
+	select {
+	case <-fired: // the holder's COMMIT is held up; it gives up on it after its 1 s read timeout
+	case one := <-first:
+		t.Fatalf("held purchase answered before its COMMIT was held up: %d %s", one.status, one.raw)
+	}
 	second := make(chan reply, 1)
 	go func() { second <- buy(t, next, sku, 1, "K-NEXT") }()
 	stalled := time.Now()

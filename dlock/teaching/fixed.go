@@ -15,7 +15,10 @@ import (
 const fixedNodeName = "lock"
 
 // tryFixed creates the fixed ephemeral node once; held is false, with no error, when another
-// session has it.
+// session has it. A node of this session is taken as the attempt's own (its create's reply was
+// lost), so one Client's attempts on one path must not overlap: an attempt given up on deletes the
+// node its create made when the answer comes, whoever took it meanwhile. lockbench, the tests and
+// the tutorials give every contender a Client of its own.
 func (c *Client) tryFixed(ctx context.Context, dir string) (lease *Lease, held bool, err error) {
 	p := dir + "/" + fixedNodeName
 	sid := c.conn.SessionID()

@@ -40,6 +40,10 @@ func CallUndo[T any](ctx context.Context, closed <-chan struct{}, closedErr erro
 		v   T
 		err error
 	}
+	var zero T
+	if err := ctx.Err(); err != nil {
+		return zero, err // nothing sent, nothing to undo
+	}
 	var mu sync.Mutex
 	abandoned := false
 	ch := make(chan result, 1)
@@ -54,7 +58,6 @@ func CallUndo[T any](ctx context.Context, closed <-chan struct{}, closedErr erro
 		ch <- result{v, err}
 		mu.Unlock()
 	}()
-	var zero T
 	var err error
 	select {
 	case r := <-ch:

@@ -84,3 +84,34 @@ func TestCallUndoRunsUndoOnceTheAnswerComes(t *testing.T) {
 		t.Fatal("undo never ran")
 	}
 }
+
+// A client that closes while op is on its way: the caller hears closedErr at once, and undo gets
+// op's result when it comes. A caller whose ctx had ended already sends nothing.
+func TestCallUndoOnCloseAndAfterTheEnd(t *testing.T) {
+	closed := make(chan struct{})
+	errClosed := errors.New("closed")
+	answer := make(chan struct{})
+	undone := make(chan int, 1)
+	go func() { time.Sleep(20 * time.Millisecond); close(closed) }()
+	_, err := CallUndo(context.Background(), closed, errClosed, func() (int, error) { <-answer; return 5, nil }, func(v int, _ error) { undone <- v })
+	if !errors.Is(err, errClosed) {
+		t.Fatalf("caller: %v, want the closed error", err)
+	}
+	close(answer)
+	select {
+	case v := <-undone:
+		if v != 5 {
+			t.Fatalf("undo got %d", v)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("undo never ran")
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	ran := false
+	_, err = CallUndo(ctx, nil, nil, func() (int, error) { ran = true; return 0, nil }, func(int, error) { t.Error("undo ran for an op never sent") })
+	if !errors.Is(err, context.Canceled) || ran {
+		t.Fatalf("after the end: %v, op ran %v", err, ran)
+	}
+}
