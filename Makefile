@@ -91,7 +91,8 @@ demo-down:
 ## bench: dlock against go-zookeeper's zk.Lock, Curator's InterProcessMutex and kazoo's Lock, 1, 3
 ## and 30 contenders, side by side: a warm-up, then BENCH_ROUNDS rounds that alternate the four,
 ## summed up by benchstat (raw lines in out/). BENCH_BEFORE=DIR (a git worktree of an earlier
-## commit) adds that tree's dlock to every round, and a table of both against zk.Lock
+## commit) adds that tree's dlock to every round, and a table of both against zk.Lock. ZK_JVM=server
+## (here and for scale-ab) runs ZooKeeper's JVM as a server would, not as the tests start it
 bench:
 	@mkdir -p out
 	$(SERVERS) run --no-ensemble -- scripts/bench.sh $(BENCH_ROUNDS) $(BENCHTIME) out/bench-mutex.txt

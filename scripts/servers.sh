@@ -23,8 +23,9 @@
 #   ZK_DIR, ZK_ENSEMBLE_DIRS, MYSQL_DIR, MYSQL_PORT, REDIS_DIR  for tests that restart servers
 #
 # ZK_JVM=server starts the ZooKeepers' JVMs as a server runs them (both JIT compilers, the default
-# garbage collector, a 512 MB heap) instead of for a quick start (the first compiler only, the
-# serial collector, 256 MB at most), which tests want. For measuring ZooKeeper's own limits.
+# garbage collector, a 512 MB heap each) instead of for a quick start (the first compiler only, the
+# serial collector, 256 MB at most), which tests want. For measuring ZooKeeper's own limits; env.sh
+# records it, so that a server restarted with start-server runs as it did.
 #
 # Missing Debian packages (zookeeper, mariadb-server, redis-server, and the peer lock libraries
 # libcurator-recipes-java and python3-kazoo) are installed first.
@@ -36,7 +37,7 @@ test) zk_jvm=(-Xms64m -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1) ;;
 server) zk_jvm=(-Xms512m -Xmx512m) ;;
 *) echo "servers: ZK_JVM must be test or server" >&2 && exit 2 ;;
 esac
-JAVA_OPTS_TEST=("${zk_jvm[@]}" -Dzookeeper.admin.enableServer=false -Dznode.container.checkIntervalMs=1000
+ZK_JAVA_OPTS=("${zk_jvm[@]}" -Dzookeeper.admin.enableServer=false -Dznode.container.checkIntervalMs=1000
 	-Dzookeeper.jmx.log4j.disable=true)
 
 log() { printf 'servers: %s\n' "$*" >&2; }
@@ -101,7 +102,7 @@ zk_ok() { # zk_ok PORT: the server answers and serves requests (not just "imok" 
 
 start_java() { # start_java DIR MAINCLASS CFG
 	echo "$2" >"$1/main"
-	(cd "$1" && exec setsid java "${JAVA_OPTS_TEST[@]}" -Dzookeeper.log.dir="$1" -cp "$ZK_CP" "$2" "$3" >"$1/server.log" 2>&1 </dev/null) &
+	(cd "$1" && exec setsid java "${ZK_JAVA_OPTS[@]}" -Dzookeeper.log.dir="$1" -cp "$ZK_CP" "$2" "$3" >"$1/server.log" 2>&1 </dev/null) &
 	echo $! >"$1/pid"
 }
 
@@ -273,6 +274,7 @@ export MYSQL_PORT=$myport
 export REDIS_ADDR=127.0.0.1:$redisport
 export REDIS_DIR=$dir/redis
 export ZKSTOCK_SERVERS_DIR=$dir
+export ZK_JVM=${ZK_JVM:-test}
 EOF
 	log "env in $dir/env.sh"
 }
