@@ -75,10 +75,16 @@ func TestCallUndoRunsUndoOnceTheAnswerComes(t *testing.T) {
 	case <-time.After(50 * time.Millisecond):
 	}
 	close(answer)
+	awaitUndo(t, undone, 42)
+}
+
+// awaitUndo waits for undo to report op's result, want.
+func awaitUndo(t *testing.T, undone <-chan int, want int) {
+	t.Helper()
 	select {
 	case v := <-undone:
-		if v != 42 {
-			t.Fatalf("undo got %d", v)
+		if v != want {
+			t.Fatalf("undo got %d, want %d", v, want)
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("undo never ran")
@@ -98,14 +104,7 @@ func TestCallUndoOnCloseAndAfterTheEnd(t *testing.T) {
 		t.Fatalf("caller: %v, want the closed error", err)
 	}
 	close(answer)
-	select {
-	case v := <-undone:
-		if v != 5 {
-			t.Fatalf("undo got %d", v)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("undo never ran")
-	}
+	awaitUndo(t, undone, 5)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
