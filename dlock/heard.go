@@ -1,6 +1,7 @@
 package dlock
 
 import (
+	"bufio"
 	"encoding/binary"
 	"net"
 	"sync"
@@ -61,9 +62,15 @@ import (
 // so that a lock can send its queue read right behind its create (see readBehind). That report
 // plays no part in the proofs: a read sent behind a write is one more request answered, paired
 // with its own send time like any other.
+//
+// It also buffers what it reads. go-zookeeper reads each reply in two reads, its length and then
+// its body, and each would be a system call of its own; from the buffer, one read of the socket
+// usually brings the whole reply, and a pipelined create's reply brings the queue read's behind
+// it. Bytes are noted as they come off the socket, which is no earlier than the server sent them.
 type heardConn struct {
 	net.Conn
-	watch liveness
+	watch    liveness
+	buffered *bufio.Reader // over socketReader; go-zookeeper reads from one goroutine at a time
 
 	mu          sync.Mutex
 	requestSeen bool                    // the connect request has been written
@@ -98,9 +105,15 @@ type sentRequest struct {
 }
 
 func newHeardConn(c net.Conn, watch liveness) *heardConn {
-	return &heardConn{Conn: c, watch: watch, pending: map[int32][]sentRequest{},
+	h := &heardConn{Conn: c, watch: watch, pending: map[int32][]sentRequest{},
 		out: frameScanner{limit: requestHeadLen}}
+	h.buffered = bufio.NewReaderSize(socketReader{h}, readBufferSize)
+	return h
 }
+
+// readBufferSize holds a few replies of a lock's traffic; a larger reply is read in parts, or
+// straight into go-zookeeper's buffer.
+const readBufferSize = 16 << 10
 
 // requestHeadLen is how much of each request body heardConn reads: the request header (xid,
 // opcode) and, for a create, the path's length and the path, if it is no longer than
@@ -186,7 +199,14 @@ func createPath(opcode int32, body []byte) (string, bool) {
 	return string(body[12 : 12+n]), true
 }
 
-func (h *heardConn) Read(p []byte) (int, error) {
+func (h *heardConn) Read(p []byte) (int, error) { return h.buffered.Read(p) }
+
+// socketReader is what the buffer reads through: the socket, and the framing heard from it.
+type socketReader struct{ h *heardConn }
+
+func (s socketReader) Read(p []byte) (int, error) { return s.h.readSocket(p) }
+
+func (h *heardConn) readSocket(p []byte) (int, error) {
 	n, err := h.Conn.Read(p)
 	if n == 0 {
 		return n, err

@@ -2,6 +2,7 @@ package dlock
 
 import (
 	"encoding/binary"
+	"io"
 	"math/rand/v2"
 	"net"
 	"slices"
@@ -192,5 +193,82 @@ func TestCreatesAreReportedWhenSent(t *testing.T) {
 	write(create(5, opCreate, long), 100)
 	if want := []string{"/a/_c_1-lock-", "/b/n-"}; !slices.Equal(f.created, want) {
 		t.Fatalf("creates reported %q, want %q", f.created, want)
+	}
+}
+
+// countingConn hands out everything queued in one Read, and counts the reads.
+type countingConn struct {
+	net.Conn
+	queued []byte
+	reads  int
+}
+
+func (c *countingConn) Write(p []byte) (int, error) { return len(p), nil }
+
+func (c *countingConn) Read(p []byte) (int, error) {
+	c.reads++
+	if len(c.queued) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, c.queued)
+	c.queued = c.queued[n:]
+	return n, nil
+}
+
+// Replies read the way go-zookeeper reads them, each a length and then a body, come from one
+// read of the socket when they arrived together, and every one of them is still heard: here a
+// pipelined create's reply and its queue read's, which prove the create and answer the read.
+func TestRepliesThatArriveTogetherAreReadOnce(t *testing.T) {
+	const ms = time.Millisecond
+	f := &fakeLiveness{gap: 300 * ms}
+	conn := &countingConn{}
+	h := newHeardConn(conn, f)
+	write := func(at time.Duration, b []byte) {
+		f.clock = at
+		if _, err := h.Write(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	readReply := func() []byte {
+		var size [4]byte
+		if _, err := io.ReadFull(h, size[:]); err != nil {
+			t.Fatal(err)
+		}
+		body := make([]byte, binary.BigEndian.Uint32(size[:]))
+		if _, err := io.ReadFull(h, body); err != nil {
+			t.Fatal(err)
+		}
+		return body
+	}
+
+	write(10*ms, frame(int32(0), int32(0), int64(0), int32(2000))) // connect request
+	f.clock = 11 * ms
+	conn.queued = frame(int32(0), int32(2000), int64(0x1234), int32(16))
+	readReply()
+	write(100*ms, frame(int32(1), int32(4))) // getData
+	f.clock = 101 * ms
+	conn.queued = frame(int32(1), int64(7), int32(0))
+	readReply()
+	write(500*ms, frame(int32(2), int32(opCreate)))
+	write(500*ms, frame(int32(3), int32(12))) // getChildren2, sent behind the create
+	f.clock = 502 * ms
+	conn.queued = append(frame(int32(2), int64(8), int32(0)), frame(int32(3), int64(8), int32(0))...)
+	conn.reads = 0
+	for _, xid := range []uint32{2, 3} {
+		if got := binary.BigEndian.Uint32(readReply()); got != xid {
+			t.Fatalf("reply for xid %d, want %d", got, xid)
+		}
+	}
+	if conn.reads != 1 {
+		t.Fatalf("two replies that arrived together took %d reads of the socket, want 1", conn.reads)
+	}
+	if want := []time.Duration{10 * ms, 100 * ms}; !slices.Equal(f.proofs, want) {
+		t.Fatalf("proofs %v, want %v: the create's reply proves the getData answered 399 ms before it", f.proofs, want)
+	}
+	if len(h.pending) != 0 {
+		t.Fatalf("requests left unanswered: %v", h.pending)
+	}
+	if _, err := h.Read(make([]byte, 4)); err != io.EOF {
+		t.Fatalf("read past the replies: %v, want io.EOF", err)
 	}
 }
