@@ -215,7 +215,7 @@ func (b *batcher) serveOne() {
 		b.failWaiting(waiting, err)
 		return
 	}
-	log := b.s.log.With("sku", b.sku, "mode", ModeZKBatch)
+	log := newRequestLog(b.s.log, slog.String("sku", b.sku), slog.String("mode", string(ModeZKBatch)))
 	var held holding
 	err = b.s.withLock(context.Background(), log, func(lockCtx context.Context) (release, error) {
 		h, err := lm.lock(b.s, lockCtx, []string{b.sku})
@@ -253,7 +253,7 @@ func (b *batcher) failWaiting(waiting []*batchReq, err error) {
 // unanswered COMMIT, a panic), each by its key, as every mode settles before it releases. They
 // share one budget and one wait: the batch was one transaction, and one COMMIT went unanswered.
 // A repeat of an earlier purchase of the batch is answered as the replay it is.
-func (b *batcher) settle(ctx context.Context, batch []*batchReq, answers []batchAnswer, log *slog.Logger) []batchAnswer {
+func (b *batcher) settle(ctx context.Context, batch []*batchReq, answers []batchAnswer, log requestLog) []batchAnswer {
 	unanswered := time.Now() // the COMMIT was sent before this
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), resolveBudget)
 	defer cancel()
@@ -263,7 +263,7 @@ func (b *batcher) settle(ctx context.Context, batch []*batchReq, answers []batch
 			continue
 		}
 		p := batch[i].p
-		res, err := b.s.resolvePurchase(rctx, p, a.err, log.With("request_id", p.RequestID))
+		res, err := b.s.resolvePurchase(rctx, p, a.err, log.with(slog.String("request_id", p.RequestID)))
 		if err == nil {
 			res.Replayed = a.repeat
 		}

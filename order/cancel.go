@@ -53,7 +53,7 @@ func (s *Server) cancelOrder(c *gin.Context) {
 	}
 	ctx := c.Request.Context()
 	mode := s.Mode()
-	log := s.log.With("order", id, "mode", mode)
+	log := newRequestLog(s.log, slog.Int64("order", id), slog.String("mode", string(mode)))
 	res, err := s.cancel(ctx, id, mode, func(o inventory.Order) bool { return admin || inventory.KeyOwns(*req.RequestID, o) }, log)
 	if err != nil {
 		e := cancelError(err)
@@ -80,7 +80,7 @@ func (s *Server) cancelOrder(c *gin.Context) {
 // errNotYourOrder: the key sent is not the key of the purchase that made the order.
 var errNotYourOrder = errors.New("the key is not this order's")
 
-func (s *Server) cancel(ctx context.Context, id int64, mode LockMode, allowed func(inventory.Order) bool, log *slog.Logger) (inventory.CancelResult, error) {
+func (s *Server) cancel(ctx context.Context, id int64, mode LockMode, allowed func(inventory.Order) bool, log requestLog) (inventory.CancelResult, error) {
 	if _, err := modeOf(mode); err != nil {
 		return inventory.CancelResult{}, err
 	}

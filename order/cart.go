@@ -58,7 +58,7 @@ func parseCart(items []cartItem) ([]inventory.CartItem, *apiError) {
 func (s *Server) purchaseCart(c *gin.Context, cart inventory.Cart) {
 	c.Header("Idempotency-Key", cart.RequestID)
 	mode := s.Mode()
-	log := s.log.With("cart", len(cart.Items), "mode", mode, "request_id", cart.RequestID)
+	log := newRequestLog(s.log, slog.Int("cart", len(cart.Items)), slog.String("mode", string(mode)), slog.String("request_id", cart.RequestID))
 	res, err := s.sellCart(c.Request.Context(), cart, mode, log)
 	if err != nil {
 		e := purchaseError(err)
@@ -81,7 +81,7 @@ func (s *Server) purchaseCart(c *gin.Context, cart inventory.Cart) {
 	c.JSON(status, cartResponse{RequestID: cart.RequestID, Orders: res.Orders, Remaining: res.Remaining, Replayed: res.Replayed, Replica: s.cfg.ReplicaID, Mode: mode})
 }
 
-func (s *Server) sellCart(ctx context.Context, cart inventory.Cart, mode LockMode, log *slog.Logger) (inventory.CartResult, error) {
+func (s *Server) sellCart(ctx context.Context, cart inventory.Cart, mode LockMode, log requestLog) (inventory.CartResult, error) {
 	if _, err := modeOf(mode); err != nil {
 		return inventory.CartResult{}, err
 	}

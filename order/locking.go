@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"slices"
 	"time"
 
@@ -34,7 +33,7 @@ type fencing struct {
 // are taken in sorted order, so that two changes that share SKUs cannot each hold what the other
 // waits for; they span the whole transaction, and an unanswered COMMIT is settled before they
 // are released.
-func (s *Server) run(ctx context.Context, mode LockMode, log *slog.Logger, ch change) error {
+func (s *Server) run(ctx context.Context, mode LockMode, log requestLog, ch change) error {
 	defer s.beginChange(mode)()
 	lm, err := s.rowFor(mode)
 	if err != nil {
@@ -48,7 +47,7 @@ func (s *Server) run(ctx context.Context, mode LockMode, log *slog.Logger, ch ch
 	return err
 }
 
-func (s *Server) runOnce(ctx context.Context, lm lockMode, sorted []string, log *slog.Logger, ch change) error {
+func (s *Server) runOnce(ctx context.Context, lm lockMode, sorted []string, log requestLog, ch change) error {
 	if lm.lock == nil {
 		err := ch.apply(ctx, lm.protect, fencing{}, inventory.Hooks{Work: s.work(nil)})
 		return s.settle(ctx, ch, err, log)
@@ -73,7 +72,7 @@ func (s *Server) runOnce(ctx context.Context, lm lockMode, sorted []string, log 
 // without a fence). When the outcome cannot be learnt within resolveBudget, the locks are kept
 // until the store's commit bound has passed since the COMMIT, after which it can no longer apply,
 // and the answer is outcome_unknown.
-func (s *Server) settle(ctx context.Context, ch change, err error, log *slog.Logger) error {
+func (s *Server) settle(ctx context.Context, ch change, err error, log requestLog) error {
 	if !errors.Is(err, inventory.ErrOutcomeUnknown) {
 		return err
 	}
@@ -97,7 +96,7 @@ type release func(context.Context) error
 // release on every path (an early return, an error, a panic) with a context the caller cannot
 // cancel, so that a client who hangs up does not leave the lock held. The wait and the hold are
 // timed for the metrics.
-func (s *Server) withLock(ctx context.Context, log *slog.Logger, acquire func(context.Context) (release, error), critical func() error) error {
+func (s *Server) withLock(ctx context.Context, log requestLog, acquire func(context.Context) (release, error), critical func() error) error {
 	waitStart := time.Now()
 	lockCtx, cancel := context.WithTimeout(ctx, s.cfg.LockTimeout)
 	rel, err := acquire(lockCtx)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/zkstock/zkstock/dlock"
@@ -29,7 +28,7 @@ type lockMode struct {
 	batched bool
 	// repairStale runs when the fence refused the lock's token: it brings the issuer up to the
 	// fence and says whether to try once more with a new lock.
-	repairStale func(s *Server, ctx context.Context, skus []string, log *slog.Logger) bool
+	repairStale func(s *Server, ctx context.Context, skus []string, log requestLog) bool
 }
 
 // modeTable is every lock mode, in the order the docs show them. Later modes add to it.
@@ -129,7 +128,7 @@ func (s *Server) redisLocksOf(ctx context.Context, skus []string, fenced bool) (
 // raiseRedisTokens lifts each SKU's Redis token counter to the Redis mark of the database's fence,
 // after the fence refused a Redis token: Redis lost its counter (a restart without persistence),
 // and every later holder would be refused too. It says whether it raised them all.
-func (s *Server) raiseRedisTokens(ctx context.Context, skus []string, log *slog.Logger) bool {
+func (s *Server) raiseRedisTokens(ctx context.Context, skus []string, log requestLog) bool {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
 	for _, sku := range skus {

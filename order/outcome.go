@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/zkstock/zkstock/inventory"
@@ -60,7 +59,7 @@ func (s *Server) resolveKey(ctx context.Context, key string, cause error) (conte
 }
 
 // resolvePurchase learns what became of a purchase whose COMMIT went unanswered.
-func (s *Server) resolvePurchase(ctx context.Context, p inventory.Purchase, cause error, log *slog.Logger) (inventory.Result, error) {
+func (s *Server) resolvePurchase(ctx context.Context, p inventory.Purchase, cause error, log requestLog) (inventory.Result, error) {
 	ctx, cancel, err := s.resolveKey(ctx, p.RequestID, cause)
 	defer cancel()
 	if err != nil {
@@ -77,7 +76,7 @@ func (s *Server) resolvePurchase(ctx context.Context, p inventory.Purchase, caus
 
 // resolveCart learns what became of a cart whose COMMIT went unanswered: its key's head order
 // stands for the whole cart, which is all or nothing.
-func (s *Server) resolveCart(ctx context.Context, cart inventory.Cart, cause error, log *slog.Logger) (inventory.CartResult, error) {
+func (s *Server) resolveCart(ctx context.Context, cart inventory.Cart, cause error, log requestLog) (inventory.CartResult, error) {
 	ctx, cancel, err := s.resolveKey(ctx, cart.RequestID, cause)
 	defer cancel()
 	if err != nil {
@@ -93,7 +92,7 @@ func (s *Server) resolveCart(ctx context.Context, cart inventory.Cart, cause err
 }
 
 // resolveCancel learns whether a cancellation whose COMMIT went unanswered took effect.
-func (s *Server) resolveCancel(ctx context.Context, id int64, cause error, log *slog.Logger) (inventory.CancelResult, error) {
+func (s *Server) resolveCancel(ctx context.Context, id int64, cause error, log requestLog) (inventory.CancelResult, error) {
 	ctx, cancel := budget(ctx)
 	defer cancel()
 	for {

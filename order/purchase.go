@@ -47,7 +47,7 @@ func (s *Server) purchase(c *gin.Context) {
 	// (a timeout, a 503 outcome_unknown) can look the purchase up or retry it safely.
 	c.Header("Idempotency-Key", p.RequestID)
 	mode := s.Mode()
-	log := s.log.With("sku", p.SKU, "mode", mode, "request_id", p.RequestID)
+	log := newRequestLog(s.log, slog.String("sku", p.SKU), slog.String("mode", string(mode)), slog.String("request_id", p.RequestID))
 	res, err := s.sell(c.Request.Context(), p, mode, log)
 	if err != nil {
 		s.refusePurchase(c, purchaseError(err), p.RequestID, log, err)
@@ -58,13 +58,14 @@ func (s *Server) purchase(c *gin.Context) {
 	if !res.Replayed {
 		s.feeds.notify(p.SKU)
 	}
-	log.Info("purchase", "result", result, "order", res.Order.ID, "token", res.Order.FenceToken, "remaining", res.Remaining)
+	log.InfoAttrs("purchase", slog.String("result", result), slog.Int64("order", res.Order.ID), slog.Int64("token", res.Order.FenceToken),
+		slog.Int64("remaining", res.Remaining))
 	c.JSON(status, purchaseResponse{RequestID: p.RequestID, Order: res.Order, Remaining: res.Remaining, Replayed: res.Replayed, Replica: s.cfg.ReplicaID, Mode: mode})
 }
 
 // refusePurchase answers a failed purchase or cart: the error with the key it ran under, counted,
 // and logged when the service is at fault.
-func (s *Server) refusePurchase(c *gin.Context, e *apiError, key string, log *slog.Logger, err error) {
+func (s *Server) refusePurchase(c *gin.Context, e *apiError, key string, log requestLog, err error) {
 	e.RequestID = key
 	s.metrics.orders.WithLabelValues(e.Code).Inc()
 	if e.Status >= 500 {
@@ -126,7 +127,7 @@ func (s *Server) parsePurchase(c *gin.Context) (p inventory.Purchase, cart *inve
 }
 
 // sell sells one purchase under the mode's locks (run), or through the SKU's batcher.
-func (s *Server) sell(ctx context.Context, p inventory.Purchase, mode LockMode, log *slog.Logger) (inventory.Result, error) {
+func (s *Server) sell(ctx context.Context, p inventory.Purchase, mode LockMode, log requestLog) (inventory.Result, error) {
 	lm, err := s.rowFor(mode)
 	if err != nil {
 		return inventory.Result{}, err
@@ -173,7 +174,7 @@ func (s *Server) sell(ctx context.Context, p inventory.Purchase, mode LockMode, 
 // warnKeyLookupFailed notes a failed look-up of a key before the lock. That look-up only spares a
 // retry the lock: the deduction looks the key up again under the lock, in its transaction, so the
 // purchase goes on and is still never sold twice.
-func warnKeyLookupFailed(log *slog.Logger, err error) {
+func warnKeyLookupFailed(log requestLog, err error) {
 	log.Warn("order: the key could not be looked up before the lock; the locked deduction checks it", "err", err)
 }
 
