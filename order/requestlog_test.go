@@ -27,16 +27,31 @@ func TestRequestLogWritesWhatWithWould(t *testing.T) {
 	l.Warn("purchase failed", "code", "lock_lost")
 	w.Warn("purchase failed", "code", "lock_lost")
 
+	// The mode as the service binds it, a LockMode, prints as With printed it.
+	newRequestLog(base, slog.String("mode", string(ModeZK))).Info("mode")
+	with.With("mode", ModeZK).Info("mode")
+
+	// Under a group the attributes go into the group, as With's do.
+	newRequestLog(base.WithGroup("g"), slog.String("sku", "sku-1")).Warn("grouped", "n", 1)
+	with.WithGroup("g").With("sku", "sku-1").Warn("grouped", "n", 1)
+
 	// Past maxRequestAttrs the attributes go through With, still in order.
 	more := l.with(slog.Int("a", 1), slog.Int("b", 2))
 	more.Info("more", "c", 3)
 	w.With("a", 1, "b", 2).Info("more", "c", 3)
 
+	// And the source is the line that logged, not requestLog's own.
+	var src bytes.Buffer
+	newRequestLog(slog.New(slog.NewJSONHandler(&src, &slog.HandlerOptions{AddSource: true}))).Info("where")
+	if !strings.Contains(src.String(), "requestlog_test.go") {
+		t.Fatalf("source of the line: %s, want requestlog_test.go", src.String())
+	}
+
 	if got.String() != want.String() {
 		t.Fatalf("requestLog wrote\n%s\nLogger.With wrote\n%s", got.String(), want.String())
 	}
-	if n := strings.Count(got.String(), "\n"); n != 4 {
-		t.Fatalf("%d lines written, want 4:\n%s", n, got.String())
+	if n := strings.Count(got.String(), "\n"); n != 6 {
+		t.Fatalf("%d lines written, want 6:\n%s", n, got.String())
 	}
 }
 
