@@ -2,9 +2,11 @@ package dlock
 
 import (
 	"encoding/binary"
+	"errors"
 	"io"
 	"math/rand/v2"
 	"net"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -270,5 +272,45 @@ func TestRepliesThatArriveTogetherAreReadOnce(t *testing.T) {
 	}
 	if _, err := h.Read(make([]byte, 4)); err != io.EOF {
 		t.Fatalf("read past the replies: %v, want io.EOF", err)
+	}
+}
+
+// failingConn hands out its bytes in one Read, then fails every Read with err.
+type failingConn struct {
+	net.Conn
+	queued []byte
+	err    error
+}
+
+func (c *failingConn) Read(p []byte) (int, error) {
+	if len(c.queued) == 0 {
+		return 0, c.err
+	}
+	n := copy(p, c.queued)
+	c.queued = c.queued[n:]
+	return n, nil
+}
+
+// A reply read into the buffer before the connection failed (a deadline passed, the server
+// closed it) is handed over whole, and the failure after it, unchanged.
+func TestBufferedReplyComesBeforeTheError(t *testing.T) {
+	f := &fakeLiveness{gap: 300 * time.Millisecond}
+	conn := &failingConn{queued: frame(int32(0), int32(2000), int64(0x1234), int32(16)), err: os.ErrDeadlineExceeded}
+	h := newHeardConn(conn, f)
+	var size [4]byte
+	if _, err := io.ReadFull(h, size[:]); err != nil {
+		t.Fatal(err)
+	}
+	body := make([]byte, binary.BigEndian.Uint32(size[:]))
+	if _, err := io.ReadFull(h, body); err != nil {
+		t.Fatalf("the buffered body: %v", err)
+	}
+	if got := binary.BigEndian.Uint64(body[8:16]); got != 0x1234 {
+		t.Fatalf("session %#x, want 0x1234", got)
+	}
+	for range 2 {
+		if _, err := h.Read(size[:]); !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("after the reply: %v, want the connection's error", err)
+		}
 	}
 }
