@@ -4,9 +4,10 @@
 #
 # Runs under scripts/servers.sh run --no-ensemble (ZK_SERVERS, MYSQL_DSN, ZK_DIR, MYSQL_DIR). For
 # each ref, round after round: three fresh replicas of it (scripts/demo.sh, WORK_DELAY 0), a
-# warm-up of 600 purchases, then `perf stat -e raw_syscalls:sys_enter,syscalls:sys_enter_read,
-# context-switches,task-clock` attached to the replicas, to MariaDB and to ZooKeeper while loadtest
-# sells 6,000 purchases in mode zk over 100 SKUs, 48 in flight. System calls do not move with the machine's speed as CPU
+# warm-up of 600 purchases, then `perf stat` attached to the replicas, to MariaDB and to ZooKeeper
+# while loadtest sells 6,000 purchases in mode zk over 100 SKUs, 48 in flight: system calls, the
+# socket reads among them (read, which Go and Java use, and recvfrom, which MariaDB's recv is),
+# context switches and CPU time. System calls do not move with the machine's speed as CPU
 # time does. One line per ref and round goes to out/syscalls-ab/summary.txt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,7 +36,7 @@ for round in $(seq 1 "$rounds"); do
 		load 600 >/dev/null 2>&1
 		perfs=()
 		for who in "replicas:$replicas" "mariadb:$dbpid" "zookeeper:$zkpid"; do
-			perf stat -x, -e raw_syscalls:sys_enter,syscalls:sys_enter_read,context-switches,task-clock -p "${who#*:}" -o "$out/$ref-$round-${who%%:*}.perf" &
+			perf stat -x, -e raw_syscalls:sys_enter,syscalls:sys_enter_read,syscalls:sys_enter_recvfrom,context-switches,task-clock -p "${who#*:}" -o "$out/$ref-$round-${who%%:*}.perf" &
 			perfs+=($!)
 		done
 		sleep 0.5
@@ -45,8 +46,8 @@ for round in $(seq 1 "$rounds"); do
 		ab_demo_down "$work/$ref"
 		line="$ref round $round:"
 		for who in replicas mariadb zookeeper; do
-			line+=$(awk -F, -v w="$who" '$3 == "raw_syscalls:sys_enter" { s = $1 } $3 == "syscalls:sys_enter_read" { r = $1 } $3 == "context-switches" { c = $1 } $3 == "task-clock" { t = $1 }
-				END { printf " %s %.1f system calls (%.1f reads), %.1f context switches, %.3f CPU ms;", w, s / 6000, r / 6000, c / 6000, t / 6000 }' "$out/$ref-$round-$who.perf")
+			line+=$(awk -F, -v w="$who" '$3 == "raw_syscalls:sys_enter" { s = $1 } $3 == "syscalls:sys_enter_read" || $3 == "syscalls:sys_enter_recvfrom" { r += $1 } $3 == "context-switches" { c = $1 } $3 == "task-clock" { t = $1 }
+				END { printf " %s %.1f system calls (%.1f read or recvfrom), %.1f context switches, %.3f CPU ms;", w, s / 6000, r / 6000, c / 6000, t / 6000 }' "$out/$ref-$round-$who.perf")
 		done
 		echo "$line" | tee -a "$out/summary.txt"
 	done
