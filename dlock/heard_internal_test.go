@@ -198,11 +198,13 @@ func TestCreatesAreReportedWhenSent(t *testing.T) {
 	}
 }
 
-// countingConn hands out everything queued in one Read, and counts the reads.
+// countingConn hands out everything queued in one Read, and counts the reads; once it has nothing
+// left, every Read fails with err (io.EOF when nil).
 type countingConn struct {
 	net.Conn
 	queued []byte
 	reads  int
+	err    error
 }
 
 func (c *countingConn) Write(p []byte) (int, error) { return len(p), nil }
@@ -210,6 +212,9 @@ func (c *countingConn) Write(p []byte) (int, error) { return len(p), nil }
 func (c *countingConn) Read(p []byte) (int, error) {
 	c.reads++
 	if len(c.queued) == 0 {
+		if c.err != nil {
+			return 0, c.err
+		}
 		return 0, io.EOF
 	}
 	n := copy(p, c.queued)
@@ -231,33 +236,22 @@ func TestRepliesThatArriveTogetherAreReadOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	readReply := func() []byte {
-		var size [4]byte
-		if _, err := io.ReadFull(h, size[:]); err != nil {
-			t.Fatal(err)
-		}
-		body := make([]byte, binary.BigEndian.Uint32(size[:]))
-		if _, err := io.ReadFull(h, body); err != nil {
-			t.Fatal(err)
-		}
-		return body
-	}
 
 	write(10*ms, frame(int32(0), int32(0), int64(0), int32(2000))) // connect request
 	f.clock = 11 * ms
 	conn.queued = frame(int32(0), int32(2000), int64(0x1234), int32(16))
-	readReply()
+	readReply(t, h)
 	write(100*ms, frame(int32(1), int32(4))) // getData
 	f.clock = 101 * ms
 	conn.queued = frame(int32(1), int64(7), int32(0))
-	readReply()
+	readReply(t, h)
 	write(500*ms, frame(int32(2), int32(opCreate)))
 	write(500*ms, frame(int32(3), int32(12))) // getChildren2, sent behind the create
 	f.clock = 502 * ms
 	conn.queued = append(frame(int32(2), int64(8), int32(0)), frame(int32(3), int64(8), int32(0))...)
 	conn.reads = 0
 	for _, xid := range []uint32{2, 3} {
-		if got := binary.BigEndian.Uint32(readReply()); got != xid {
+		if got := binary.BigEndian.Uint32(readReply(t, h)); got != xid {
 			t.Fatalf("reply for xid %d, want %d", got, xid)
 		}
 	}
@@ -275,36 +269,14 @@ func TestRepliesThatArriveTogetherAreReadOnce(t *testing.T) {
 	}
 }
 
-// failingConn hands out its bytes in one Read, then fails every Read with err.
-type failingConn struct {
-	net.Conn
-	queued []byte
-	err    error
-}
-
-func (c *failingConn) Read(p []byte) (int, error) {
-	if len(c.queued) == 0 {
-		return 0, c.err
-	}
-	n := copy(p, c.queued)
-	c.queued = c.queued[n:]
-	return n, nil
-}
-
 // A reply read into the buffer before the connection failed (a deadline passed, the server
 // closed it) is handed over whole, and the failure after it, unchanged.
 func TestBufferedReplyComesBeforeTheError(t *testing.T) {
 	f := &fakeLiveness{gap: 300 * time.Millisecond}
-	conn := &failingConn{queued: frame(int32(0), int32(2000), int64(0x1234), int32(16)), err: os.ErrDeadlineExceeded}
+	conn := &countingConn{queued: frame(int32(0), int32(2000), int64(0x1234), int32(16)), err: os.ErrDeadlineExceeded}
 	h := newHeardConn(conn, f)
+	body := readReply(t, h)
 	var size [4]byte
-	if _, err := io.ReadFull(h, size[:]); err != nil {
-		t.Fatal(err)
-	}
-	body := make([]byte, binary.BigEndian.Uint32(size[:]))
-	if _, err := io.ReadFull(h, body); err != nil {
-		t.Fatalf("the buffered body: %v", err)
-	}
 	if got := binary.BigEndian.Uint64(body[8:16]); got != 0x1234 {
 		t.Fatalf("session %#x, want 0x1234", got)
 	}
@@ -313,4 +285,18 @@ func TestBufferedReplyComesBeforeTheError(t *testing.T) {
 			t.Fatalf("after the reply: %v, want the connection's error", err)
 		}
 	}
+}
+
+// readReply reads one reply as go-zookeeper does: its length, then its body.
+func readReply(t *testing.T, r io.Reader) []byte {
+	t.Helper()
+	var size [4]byte
+	if _, err := io.ReadFull(r, size[:]); err != nil {
+		t.Fatal(err)
+	}
+	body := make([]byte, binary.BigEndian.Uint32(size[:]))
+	if _, err := io.ReadFull(r, body); err != nil {
+		t.Fatal(err)
+	}
+	return body
 }
