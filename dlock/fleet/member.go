@@ -1,0 +1,442 @@
+package fleet
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path"
+	"sync"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/zkstock/zkstock/dlock"
+	"github.com/zkstock/zkstock/dlock/internal/nodename"
+)
+
+var (
+	// ErrNotMember: the member's hold of the barrier is lost or not yet taken (its session is in
+	// doubt, or it is joining); it admits nothing until it has rejoined and read the mode again.
+	ErrNotMember = errors.New("fleet: not a member now: membership is being (re)established")
+	// ErrSwitching: a switch of mode was under way for as long as the caller could wait.
+	ErrSwitching = errors.New("fleet: the fleet is switching modes")
+	// ErrCannotRun: a member cannot run the mode (it lacks what the mode needs).
+	ErrCannotRun = errors.New("fleet: mode cannot run")
+	// ErrSwitchTimeout: the barrier was not free within the switch's bound; the mode is unchanged.
+	ErrSwitchTimeout = errors.New("fleet: the fleet did not let go of the old mode in time; the mode is unchanged")
+	// ErrVersionConflict: the mode's version was not the one the caller expected.
+	ErrVersionConflict = errors.New("fleet: the mode's version is not the one expected")
+	// ErrClosed: the member is leaving or has left.
+	ErrClosed = errors.New("fleet: member closed")
+)
+
+// Config describes one member of one fleet.
+type Config struct {
+	// Root is the fleet's ZooKeeper path, say /zkstock/fleets/default; fleets under different
+	// roots share nothing.
+	Root string
+	// ID is the member's name, unique in the fleet (a replica id).
+	ID string
+	// Seed is the mode a fleet that has none starts in; a fleet that has one keeps it.
+	Seed string
+	// Modes are the modes this member can run; a switch to another is refused.
+	Modes []string
+	// CanRun says why this member cannot run a mode it was not asked about in Modes, or nil; it
+	// also judges a mode read from ZooKeeper. Default: the mode is one of Modes.
+	CanRun func(mode string) error
+	// SwitchTimeout bounds how long a switch waits for the fleet to let go of the old mode: at
+	// least the longest pass plus the session timeout, so that a member that died holding the
+	// barrier cannot make every switch fail. Default 30 s.
+	SwitchTimeout time.Duration
+	Log           *slog.Logger
+}
+
+// Mode is the fleet's mode and its version (the ZooKeeper version of the mode node).
+type Mode struct {
+	Name    string `json:"mode"`
+	Version int32  `json:"version"`
+}
+
+type phase int
+
+const (
+	// rejoining: no hold to trust; Enter answers ErrNotMember at once.
+	rejoining phase = iota
+	// serving: Enter admits under the current hold.
+	serving
+	// switching: a switch is under way; Enter waits for the hold to come back.
+	switching
+	// closed: Enter answers ErrClosed.
+	closed
+)
+
+// Member is this process's membership of a fleet. Enter admits work under the fleet's mode.
+type Member struct {
+	c       *dlock.Client
+	cfg     Config
+	log     *slog.Logger
+	barrier *dlock.RWMutex
+	ctx     context.Context
+	cancel  context.CancelFunc
+	done    chan struct{}
+	joined  chan struct{} // closed once the member first serves
+	once    sync.Once
+
+	mu       sync.Mutex
+	phase    phase
+	why      error         // rejoining: why; serving: nil, or why this member cannot run mode
+	mode     Mode          // read under hold
+	hold     *dlock.Lease  // the shared hold passes are admitted under
+	wake     chan struct{} // closed and replaced whenever phase changes
+	inflight int
+	idle     chan struct{} // closed when inflight reaches zero, if someone waits for it
+}
+
+// Join starts the membership: this process takes its place in the fleet in the background, and
+// keeps it (rejoining after a lost session) until Close. Joined waits for it.
+func Join(c *dlock.Client, cfg Config) (*Member, error) {
+	if cfg.Root == "" || cfg.Root[0] != '/' || path.Clean(cfg.Root) != cfg.Root || cfg.Root == "/" {
+		return nil, fmt.Errorf("fleet: root %q must be a clean absolute path", cfg.Root)
+	}
+	if cfg.ID == "" || path.Base("/"+cfg.ID) != cfg.ID {
+		return nil, fmt.Errorf("fleet: member id %q must be a single path element", cfg.ID)
+	}
+	if cfg.Seed == "" {
+		return nil, errors.New("fleet: a seed mode is required")
+	}
+	if cfg.CanRun == nil {
+		cfg.CanRun = func(mode string) error {
+			for _, m := range cfg.Modes {
+				if m == mode {
+					return nil
+				}
+			}
+			return fmt.Errorf("%w: %q is not one of this member's modes", ErrCannotRun, mode)
+		}
+	}
+	cfg.SwitchTimeout = cmp.Or(cfg.SwitchTimeout, 30*time.Second)
+	log := cfg.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	m := &Member{c: c, cfg: cfg, log: log.With("fleet", cfg.Root, "member", cfg.ID), barrier: dlock.NewRWMutex(c, cfg.Root+"/barrier"),
+		done: make(chan struct{}), joined: make(chan struct{}), wake: make(chan struct{}), why: errors.New("joining")}
+	m.ctx, m.cancel = context.WithCancel(context.Background())
+	go m.run()
+	return m, nil
+}
+
+func (m *Member) modePath() string    { return m.cfg.Root + "/mode" }
+func (m *Member) membersPath() string { return m.cfg.Root + "/members" }
+func (m *Member) ownPath() string     { return m.membersPath() + "/" + m.cfg.ID }
+
+// Joined waits until the member first serves (it holds the barrier and has read the mode), or ctx
+// ends.
+func (m *Member) Joined(ctx context.Context) error {
+	select {
+	case <-m.joined:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("fleet: join %s: %w (last: %w)", m.cfg.Root, ctx.Err(), m.Status())
+	}
+}
+
+// Status is nil while the member admits work, or why it does not.
+func (m *Member) Status() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	switch m.phase {
+	case serving:
+		return m.why
+	case switching:
+		return ErrSwitching
+	case closed:
+		return ErrClosed
+	}
+	return fmt.Errorf("%w: %w", ErrNotMember, m.why)
+}
+
+// Mode is the mode this member last read under its hold (zero before it first joined).
+func (m *Member) Mode() Mode {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.mode
+}
+
+// Pass is one admitted unit of work under the fleet's mode. Exit ends it; a switch waits for it.
+type Pass struct {
+	m    *Member
+	mode Mode
+	hold *dlock.Lease
+	once sync.Once
+}
+
+// Mode is the mode the work runs under.
+func (p *Pass) Mode() Mode { return p.mode }
+
+// Lost is closed when the hold the pass was admitted under can no longer be trusted: work that
+// has not committed by then must not.
+func (p *Pass) Lost() <-chan struct{} { return p.hold.Lost() }
+
+// Context is cancelled when the hold is lost.
+func (p *Pass) Context() context.Context { return p.hold.Context() }
+
+// Exit ends the pass; a second call does nothing.
+func (p *Pass) Exit() {
+	p.once.Do(func() {
+		m := p.m
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		m.inflight--
+		if m.inflight == 0 && m.idle != nil {
+			close(m.idle)
+			m.idle = nil
+		}
+	})
+}
+
+// Enter admits one unit of work under the fleet's mode. While a switch is under way it waits
+// (until ctx ends: then an error wrapping ErrSwitching and ctx's error); a member whose
+// membership is in doubt answers ErrNotMember at once, and one that cannot run the fleet's mode
+// answers why (wrapping ErrCannotRun).
+func (m *Member) Enter(ctx context.Context) (*Pass, error) {
+	for {
+		m.mu.Lock()
+		switch m.phase {
+		case serving:
+			select {
+			case <-m.hold.Lost(): // judged now: the watcher may not have run yet
+				m.mu.Unlock()
+				return nil, fmt.Errorf("%w: %w", ErrNotMember, m.hold.Err())
+			default:
+			}
+			if m.why != nil {
+				err := m.why
+				m.mu.Unlock()
+				return nil, err
+			}
+			m.inflight++
+			p := &Pass{m: m, mode: m.mode, hold: m.hold}
+			m.mu.Unlock()
+			return p, nil
+		case rejoining:
+			err := m.why
+			m.mu.Unlock()
+			return nil, fmt.Errorf("%w: %w", ErrNotMember, err)
+		case closed:
+			m.mu.Unlock()
+			return nil, ErrClosed
+		}
+		wake := m.wake
+		m.mu.Unlock()
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w: %w", ErrSwitching, ctx.Err())
+		}
+	}
+}
+
+// setPhase moves to p and wakes every Enter that waits (under mu).
+func (m *Member) setPhaseLocked(p phase, why error) {
+	if m.phase == closed {
+		return
+	}
+	m.phase, m.why = p, why
+	close(m.wake)
+	m.wake = make(chan struct{})
+}
+
+func (m *Member) setPhase(p phase, why error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.setPhaseLocked(p, why)
+}
+
+// waitIdle waits until no pass is open, or ctx ends.
+func (m *Member) waitIdle(ctx context.Context) error {
+	m.mu.Lock()
+	if m.inflight == 0 {
+		m.mu.Unlock()
+		return nil
+	}
+	if m.idle == nil {
+		m.idle = make(chan struct{})
+	}
+	idle := m.idle
+	m.mu.Unlock()
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Close stops admitting (Enter answers ErrClosed), waits until the passes open have ended or ctx
+// ends, and leaves the fleet: its hold and its member node are deleted.
+func (m *Member) Close(ctx context.Context) error {
+	m.mu.Lock()
+	m.setPhaseLocked(closed, ErrClosed)
+	m.phase = closed
+	m.mu.Unlock()
+	err := m.waitIdle(ctx)
+	if err != nil {
+		err = fmt.Errorf("fleet: leave with work still open: %w", err)
+	}
+	m.cancel()
+	<-m.done
+	return err
+}
+
+// run keeps the membership until Close: one hold after another.
+func (m *Member) run() {
+	defer close(m.done)
+	backoff := 50 * time.Millisecond
+	for m.ctx.Err() == nil {
+		err := m.serveOnce()
+		if m.ctx.Err() != nil {
+			break
+		}
+		if err == nil {
+			backoff = 50 * time.Millisecond
+			continue
+		}
+		m.log.Warn("fleet membership in doubt: rejoining", "err", err, "retry_in", backoff.String())
+		select {
+		case <-time.After(backoff):
+		case <-m.ctx.Done():
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if _, err := dlock.Do(ctx, m.c, func(conn *zk.Conn) (struct{}, error) { return struct{}{}, conn.Delete(m.ownPath(), -1) }); err != nil &&
+		!errors.Is(err, zk.ErrNoNode) && !errors.Is(err, dlock.ErrClosed) {
+		m.log.Debug("fleet: delete member node on leaving", "err", err)
+	}
+}
+
+// why the member let go of a hold
+type letGo int
+
+const (
+	writerQueued letGo = iota // a switch waits for the barrier
+	modeChanged               // the mode node changed under the hold (written without the barrier)
+	holdLost
+	leaving
+)
+
+// serveOnce takes one shared hold, serves under it, and lets it go: when a switch waits (nil),
+// or when the hold is lost (an error).
+func (m *Member) serveOnce() error {
+	ctx := m.ctx
+	if err := m.register(ctx, memberRecord{Modes: m.cfg.Modes}); err != nil {
+		m.setPhase(rejoining, err)
+		return err
+	}
+	hold, err := m.barrier.RLock(ctx)
+	if err != nil {
+		m.setPhase(rejoining, err)
+		return fmt.Errorf("fleet: take the barrier: %w", err)
+	}
+	defer m.release(hold)
+	mode, modeWatch, err := m.readMode(ctx, true)
+	if err != nil {
+		m.setPhase(rejoining, err)
+		return err
+	}
+	cannot := m.cfg.CanRun(mode.Name)
+	if cannot != nil {
+		m.log.Warn("fleet: this member cannot run the fleet's mode; it serves nothing until the mode changes", "mode", mode.Name, "err", cannot)
+		cannot = fmt.Errorf("%w: the fleet runs %q: %w", ErrCannotRun, mode.Name, cannot)
+	}
+	rec := memberRecord{Modes: m.cfg.Modes, Mode: mode.Name, Version: mode.Version, Serving: cannot == nil}
+	if cannot != nil {
+		rec.Why = cannot.Error()
+	}
+	if err := m.register(ctx, rec); err != nil {
+		m.setPhase(rejoining, err)
+		return err
+	}
+	m.mu.Lock()
+	if m.phase == closed {
+		m.mu.Unlock()
+		return nil
+	}
+	m.mode, m.hold = mode, hold
+	m.setPhaseLocked(serving, cannot)
+	m.mu.Unlock()
+	m.once.Do(func() { close(m.joined) })
+	m.log.Info("fleet: serving", "mode", mode.Name, "version", mode.Version)
+
+	switch m.awaitSwitch(ctx, hold, modeWatch) {
+	case holdLost:
+		m.setPhase(rejoining, hold.Err())
+		// The passes of the lost hold fail their own checks before they commit; this member's
+		// next hold waits for them, so that its own work never spans two modes either.
+		_ = m.waitIdle(ctx)
+		return fmt.Errorf("fleet: hold lost: %w", hold.Err())
+	case leaving:
+		return nil
+	}
+	m.setPhase(switching, nil)
+	lost := hold.Context()
+	if err := m.waitIdle(lost); err != nil {
+		m.setPhase(rejoining, hold.Err())
+		_ = m.waitIdle(ctx)
+		return fmt.Errorf("fleet: hold lost while letting go: %w", hold.Err())
+	}
+	return nil
+}
+
+// release lets a hold go with a context of its own: Close cancels the member's.
+func (m *Member) release(hold *dlock.Lease) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := hold.Unlock(ctx); err != nil && !errors.Is(err, dlock.ErrLost) && !errors.Is(err, dlock.ErrReleasePending) {
+		m.log.Warn("fleet: release the barrier", "err", err)
+	}
+}
+
+// awaitSwitch serves until a writer queues at the barrier, the mode node changes, the hold is
+// lost, or the member leaves. The children are read and watched in one request, so that a writer
+// that queues between a read and a watch cannot be missed.
+func (m *Member) awaitSwitch(ctx context.Context, hold *dlock.Lease, modeWatch <-chan zk.Event) letGo {
+	for {
+		type kidsW struct {
+			kids []string
+			ch   <-chan zk.Event
+		}
+		r, err := dlock.Do(ctx, m.c, func(conn *zk.Conn) (kidsW, error) {
+			kids, _, ch, err := conn.ChildrenW(m.barrier.Path())
+			return kidsW{kids, ch}, err
+		})
+		if err != nil {
+			select {
+			case <-hold.Lost():
+				return holdLost
+			case <-ctx.Done():
+				return leaving
+			case <-time.After(100 * time.Millisecond):
+				continue
+			}
+		}
+		for _, n := range nodename.Queue(r.kids) {
+			if n.Kind.Exclusive() {
+				return writerQueued
+			}
+		}
+		select {
+		case <-r.ch:
+		case <-modeWatch:
+			return modeChanged
+		case <-hold.Lost():
+			return holdLost
+		case <-ctx.Done():
+			return leaving
+		}
+	}
+}
