@@ -313,7 +313,7 @@ func TestNoPassesOfTwoModesOverlap(t *testing.T) {
 					continue
 				}
 				start := time.Since(origin)
-				time.Sleep(time.Duration(rand.IntN(3000)) * time.Microsecond)
+				time.Sleep(time.Duration(rand.IntN(30)) * time.Millisecond) // longer than a hand-over of the barrier
 				end := time.Since(origin)
 				p.Exit()
 				admitted.Add(1)
