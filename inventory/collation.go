@@ -17,7 +17,6 @@ var binaryColumns = []struct{ table, column string }{
 	{"orders", "sku"},
 	{"orders", "request_id"},
 	{"table_locks", "name"},
-	{"replicas", "id"},
 }
 
 // binaryCollation gives the identifier columns a binary collation where they lack it: on new

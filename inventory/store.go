@@ -185,7 +185,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 			}
 		}
 		defer session().Exec("SELECT RELEASE_LOCK('zkstock_migrate')")
-		if err := session().AutoMigrate(&Product{}, &Order{}, &TableLock{}, &Replica{}); err != nil {
+		if err := session().AutoMigrate(&Product{}, &Order{}, &TableLock{}); err != nil {
 			return err
 		}
 		return binaryCollation(session)

@@ -2,11 +2,15 @@ package order
 
 import (
 	"crypto/subtle"
+	"errors"
+	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/zkstock/zkstock/dlock/fleet"
 	"github.com/zkstock/zkstock/inventory"
 )
 
@@ -65,18 +69,45 @@ func (s *Server) resetProduct(c *gin.Context) {
 	c.JSON(http.StatusOK, productResponse{SKU: p.SKU, Stock: p.Stock, InitialStock: p.InitialStock})
 }
 
-func (s *Server) getLockMode(c *gin.Context) {
-	c.JSON(http.StatusOK, gin.H{"mode": s.Mode(), "replica": s.cfg.ReplicaID})
+// lockModeResponse is the fleet's mode as GET and PUT /admin/lock-mode answer it.
+type lockModeResponse struct {
+	Mode    LockMode `json:"mode"`
+	Version int32    `json:"version"` // the mode node's ZooKeeper version: it counts the switches
+	Fleet   string   `json:"fleet"`
+	Replica string   `json:"replica"` // the replica that answered
+	// Members are the fleet's replicas as ZooKeeper knows them now (GET only).
+	Members []fleet.MemberInfo `json:"members,omitempty"`
 }
 
-// setLockMode is PUT /admin/lock-mode {"mode": "zk"}: switch this replica at run time.
+// getLockMode is GET /admin/lock-mode: the fleet's mode, read from ZooKeeper now, and its members.
+func (s *Server) getLockMode(c *gin.Context) {
+	ctx := c.Request.Context()
+	mode, err := s.fleet.Current(ctx)
+	if err != nil {
+		s.log.Warn("read the fleet's mode", "err", err)
+		abortWith(c, newError(http.StatusServiceUnavailable, "fleet_unavailable", "ZooKeeper did not answer: the fleet's mode is not known here now"))
+		return
+	}
+	members, err := s.fleet.Members(ctx)
+	if err != nil {
+		s.log.Warn("read the fleet's members", "err", err)
+		abortWith(c, newError(http.StatusServiceUnavailable, "fleet_unavailable", "ZooKeeper did not answer: the fleet's members are not known here now"))
+		return
+	}
+	c.JSON(http.StatusOK, lockModeResponse{Mode: LockMode(mode.Name), Version: mode.Version, Fleet: s.cfg.Fleet, Replica: s.cfg.ReplicaID, Members: members})
+}
+
+// setLockMode is PUT /admin/lock-mode {"mode": "zk"} (and optionally "version", to switch only
+// from that version): switch the whole fleet, through the barrier. It answers once the fleet's
+// mode is written; every replica then runs it for every change it begins.
 func (s *Server) setLockMode(c *gin.Context) {
 	if e := requireJSON(c); e != nil {
 		abortWith(c, e)
 		return
 	}
 	var req struct {
-		Mode *string `json:"mode"`
+		Mode    *string `json:"mode"`
+		Version *int32  `json:"version"`
 	}
 	if e := decodeJSON(c, &req); e != nil {
 		abortWith(c, e)
@@ -91,12 +122,38 @@ func (s *Server) setLockMode(c *gin.Context) {
 		abortWith(c, newError(http.StatusBadRequest, "invalid_request", err.Error()))
 		return
 	}
-	s.switchMode(m)
-	select {
-	case s.modeChanged <- struct{}{}:
-	default:
+	expect := fleet.AnyVersion
+	if req.Version != nil {
+		if *req.Version < 0 {
+			abortWith(c, badRequest("version must be a whole number from 0: the mode's version the switch is from"))
+			return
+		}
+		expect = *req.Version
 	}
-	c.JSON(http.StatusOK, gin.H{"mode": m, "replica": s.cfg.ReplicaID})
+	started := time.Now()
+	mode, err := s.fleet.Switch(c.Request.Context(), string(m), expect)
+	if err != nil {
+		abortWith(c, switchError(err, s.switchBound()))
+		return
+	}
+	s.log.Info("fleet lock mode", "mode", mode.Name, "version", mode.Version, "took", time.Since(started).String())
+	c.JSON(http.StatusOK, lockModeResponse{Mode: LockMode(mode.Name), Version: mode.Version, Fleet: s.cfg.Fleet, Replica: s.cfg.ReplicaID})
+}
+
+// switchError is the answer to a switch that did not happen, or whose outcome is not known here.
+func switchError(err error, bound time.Duration) *apiError {
+	switch {
+	case errors.Is(err, fleet.ErrCannotRun):
+		return newError(http.StatusConflict, "mode_unavailable", err.Error()+"; the fleet's mode is unchanged")
+	case errors.Is(err, fleet.ErrVersionConflict):
+		return newError(http.StatusConflict, "version_conflict", err.Error()+"; read GET /admin/lock-mode and try again")
+	case errors.Is(err, fleet.ErrSwitchTimeout):
+		return newError(http.StatusServiceUnavailable, "switch_timeout",
+			fmt.Sprintf("the fleet did not let go of the old mode within %v (a change still running, or a replica holding its place); the fleet's mode is unchanged", bound))
+	case errors.Is(err, fleet.ErrSwitchUnknown):
+		return newError(http.StatusServiceUnavailable, "switch_unknown", "ZooKeeper did not answer the switch's write: it may or may not be in force; read GET /admin/lock-mode")
+	}
+	return newError(http.StatusServiceUnavailable, "switch_failed", "the switch could not be made ("+err.Error()+"); the fleet's mode is unchanged")
 }
 
 // lowerFence is POST /admin/fences/:issuer/lower {"token": 0, "sku": "SKU-1"}: set the issuer's

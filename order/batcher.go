@@ -210,7 +210,9 @@ var errBatchPanicked = errors.New("zk-batch: the batch's sale panicked")
 // came during it get an attempt of their own, with their own LOCK_TIMEOUT.
 func (b *batcher) serveOne() {
 	waiting := b.waiting()
-	lm, err := b.s.rowFor(ModeZKBatch) // in a transition window, with the locks of every service in it
+	// Every purchase of the batch holds a pass of the fleet in zk-batch until it is answered; the
+	// batch checks them all before its commit (sell).
+	lm, err := modeOf(ModeZKBatch)
 	if err != nil {
 		b.failWaiting(waiting, err)
 		return
@@ -324,7 +326,15 @@ func (b *batcher) sell(ctx context.Context, held holding, fence inventory.Fence,
 		items[i].Purchase = r.p
 		items[i].Purchase.Issuer, items[i].Purchase.Token = fence.Issuer, fence.Token
 	}
-	beforeCommit := stillHeld(held)
+	beforeCommit := func() error {
+		errs := []error{stillHeld(held)()}
+		for _, r := range batch {
+			if p := passOf(r.ctx); p != nil {
+				errs = append(errs, stillAdmitted(p)())
+			}
+		}
+		return errors.Join(errs...)
+	}
 	err := s.store.DeductBatch(ctx, b.sku, fence, items, beforeCommit)
 	if errors.Is(err, inventory.ErrBatchConflict) {
 		// A key of the batch was used for another SKU meanwhile: sell one by one, still under

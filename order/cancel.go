@@ -51,8 +51,14 @@ func (s *Server) cancelOrder(c *gin.Context) {
 		abortWith(c, badRequest(`send {"request_id": "<the purchase's Idempotency-Key>"}: the key is what lets you cancel the order`))
 		return
 	}
-	ctx := c.Request.Context()
-	mode := s.Mode()
+	ctx, mode, done, err := s.admit(c.Request.Context())
+	if err != nil {
+		e := fleetError(err)
+		s.metrics.cancellations.WithLabelValues(e.Code).Inc()
+		abortWith(c, e)
+		return
+	}
+	defer done()
 	log := newRequestLog(s.log, slog.Int64("order", id), slog.String("mode", string(mode)))
 	res, err := s.cancel(ctx, id, mode, func(o inventory.Order) bool { return admin || inventory.KeyOwns(*req.RequestID, o) }, log)
 	if err != nil {

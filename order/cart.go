@@ -57,9 +57,14 @@ func parseCart(items []cartItem) ([]inventory.CartItem, *apiError) {
 // transaction that sells all the items or none.
 func (s *Server) purchaseCart(c *gin.Context, cart inventory.Cart) {
 	c.Header("Idempotency-Key", cart.RequestID)
-	mode := s.Mode()
+	ctx, mode, done, err := s.admit(c.Request.Context())
+	if err != nil {
+		s.refusePurchase(c, fleetError(err), cart.RequestID, newRequestLog(s.log, slog.Int("cart", len(cart.Items)), slog.String("request_id", cart.RequestID)), err)
+		return
+	}
+	defer done()
 	log := newRequestLog(s.log, slog.Int("cart", len(cart.Items)), slog.String("mode", string(mode)), slog.String("request_id", cart.RequestID))
-	res, err := s.sellCart(c.Request.Context(), cart, mode, log)
+	res, err := s.sellCart(ctx, cart, mode, log)
 	if err != nil {
 		e := purchaseError(err)
 		var short *inventory.ShortError

@@ -66,7 +66,7 @@ type Config struct {
 	ZKServers        []string
 	ZKSessionTimeout time.Duration
 	MySQLDSN         string
-	LockMode         LockMode
+	LockMode         LockMode // the mode a fleet that has none starts in; the fleet's mode wins (fleet.go)
 	LockTimeout      time.Duration
 	WorkDelay        time.Duration
 	AdminToken       string
@@ -75,6 +75,12 @@ type Config struct {
 	RedisLockTTL     time.Duration // the Redis lock's expiry, extended every third of it while held
 	EventStreams     int           // the most live-page streams (GET /v1/events) open at once; 0: 64
 	PprofAddr        string        // where Go's pprof handlers listen; empty: nowhere (see CheckPprofAddr)
+	// Fleet names the fleet this replica belongs to: its lock mode and members live under
+	// FleetRoot/<Fleet> in ZooKeeper. Replicas of one fleet run one mode.
+	Fleet string
+	// SwitchTimeout bounds how long a switch of the fleet's mode waits for the fleet to let go of
+	// the old one; 0: the longest change plus the ZooKeeper session timeout (switchBound).
+	SwitchTimeout time.Duration
 }
 
 // LoadConfig reads flags, falling back to the environment, then to the defaults. A bad value is
@@ -104,6 +110,8 @@ func LoadConfig(args []string, getenv func(string) string, out io.Writer) (Confi
 		streams     = fs.String("event-streams", env("EVENT_STREAMS", "64"), "most live-page streams open at once (EVENT_STREAMS)")
 		redisTTL    = fs.String("redis-lock-ttl", env("REDIS_LOCK_TTL", "10s"), "Redis lock expiry, extended every third of it while held (REDIS_LOCK_TTL)")
 		pprofAddr   = fs.String("pprof-addr", env("PPROF_ADDR", ""), "loopback address for Go's pprof handlers; empty: off (PPROF_ADDR)")
+		fleetName   = fs.String("fleet", env("FLEET", "default"), "the fleet whose lock mode this replica runs, kept in ZooKeeper (FLEET)")
+		switchLimit = fs.String("switch-timeout", env("SWITCH_TIMEOUT", "0"), "longest wait of a lock-mode switch for the fleet; 0: derived from the other bounds (SWITCH_TIMEOUT)")
 	)
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err
@@ -111,7 +119,8 @@ func LoadConfig(args []string, getenv func(string) string, out io.Writer) (Confi
 	if fs.NArg() > 0 {
 		return Config{}, fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
-	cfg := Config{HTTPAddr: *httpAddr, ReplicaID: *replica, MySQLDSN: *dsn, AdminToken: *adminToken, RedisAddr: *redisAddr, PprofAddr: *pprofAddr}
+	cfg := Config{HTTPAddr: *httpAddr, ReplicaID: *replica, MySQLDSN: *dsn, AdminToken: *adminToken, RedisAddr: *redisAddr, PprofAddr: *pprofAddr,
+		Fleet: *fleetName}
 	if err := CheckPprofAddr(cfg.PprofAddr); err != nil {
 		return Config{}, fmt.Errorf("PPROF_ADDR: %w", err)
 	}
@@ -134,6 +143,7 @@ func LoadConfig(args []string, getenv func(string) string, out io.Writer) (Confi
 		{"LOCK_TIMEOUT", *lockTimeout, &cfg.LockTimeout, time.Millisecond},
 		{"WORK_DELAY", *workDelay, &cfg.WorkDelay, 0},
 		{"REDIS_LOCK_TTL", *redisTTL, &cfg.RedisLockTTL, 30 * time.Millisecond},
+		{"SWITCH_TIMEOUT", *switchLimit, &cfg.SwitchTimeout, 0},
 	} {
 		v, err := time.ParseDuration(d.val)
 		if err != nil || v < d.min {
@@ -154,6 +164,9 @@ func LoadConfig(args []string, getenv func(string) string, out io.Writer) (Confi
 	}
 	if len(cfg.ZKServers) == 0 {
 		return Config{}, fmt.Errorf("ZK_SERVERS: no servers given")
+	}
+	if !skuPattern.MatchString(cfg.Fleet) {
+		return Config{}, fmt.Errorf("FLEET: %q must match %s", cfg.Fleet, skuPattern)
 	}
 	if !skuPattern.MatchString(cfg.ReplicaID) {
 		return Config{}, fmt.Errorf("REPLICA_ID: %q must match %s", cfg.ReplicaID, skuPattern)

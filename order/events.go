@@ -13,6 +13,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/zkstock/zkstock/dlock"
+	"github.com/zkstock/zkstock/dlock/fleet"
 	"github.com/zkstock/zkstock/inventory"
 )
 
@@ -22,8 +23,6 @@ const (
 	minEventGap  = 50 * time.Millisecond
 	rateTick     = time.Second
 	queueShown   = 50
-	replicaSeen  = 10 * time.Second // a replica that has not announced itself for this long is gone
-	announceTick = 2 * time.Second
 )
 
 // A stream's reader must keep up: each event's write may wait streamWriteTimeout for the reader's
@@ -280,7 +279,7 @@ type snapshot struct {
 	Audit      inventory.Audit     `json:"audit"`
 	Queue      []dlock.QueueEntry  `json:"queue"`
 	QueueTotal int                 `json:"queue_total"`
-	Replicas   []inventory.Replica `json:"replicas"`
+	Replicas   []fleet.MemberInfo `json:"replicas"` // the fleet's members, as ZooKeeper knows them
 	Rates      rates               `json:"rates"`
 	Errors     []string            `json:"errors,omitempty"` // what could not be read this time
 	At         time.Time           `json:"at"`
@@ -310,7 +309,7 @@ func (m *rateMeter) next(s *Server) rates {
 }
 
 func (s *Server) snapshot(ctx context.Context, sku string, meter *rateMeter) snapshot {
-	snap := snapshot{Replica: s.cfg.ReplicaID, Mode: s.Mode(), SKU: sku, Queue: []dlock.QueueEntry{}, Replicas: []inventory.Replica{},
+	snap := snapshot{Replica: s.cfg.ReplicaID, Mode: s.Mode(), SKU: sku, Queue: []dlock.QueueEntry{}, Replicas: []fleet.MemberInfo{},
 		Rates: meter.next(s), At: time.Now().UTC()}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
@@ -322,9 +321,9 @@ func (s *Server) snapshot(ctx context.Context, sku string, meter *rateMeter) sna
 		snap.Queue = []dlock.QueueEntry{}
 		snap.Errors = append(snap.Errors, "lock queue: ZooKeeper did not answer")
 	}
-	if snap.Replicas, err = s.store.Replicas(ctx, replicaSeen); err != nil {
-		snap.Replicas = []inventory.Replica{}
-		snap.Errors = append(snap.Errors, "replicas: the database did not answer")
+	if snap.Replicas, err = s.fleet.Members(ctx); err != nil {
+		snap.Replicas = []fleet.MemberInfo{}
+		snap.Errors = append(snap.Errors, "replicas: ZooKeeper did not answer")
 	}
 	return snap
 }
@@ -404,27 +403,6 @@ func (s *Server) events(c *gin.Context) {
 			return
 		}
 		sent = seq
-	}
-}
-
-// announce records this replica's mode for the live page, now and every announceTick until the
-// server closes, so that every replica's page shows every replica's mode.
-func (s *Server) announce(done <-chan struct{}) {
-	t := time.NewTicker(announceTick)
-	defer t.Stop()
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), announceTick)
-		mode, settled := s.settled()
-		if err := s.store.Announce(ctx, s.cfg.ReplicaID, string(mode), settled); err != nil {
-			s.log.Debug("announce", "err", err)
-		}
-		cancel()
-		select {
-		case <-t.C:
-		case <-s.modeChanged:
-		case <-done:
-			return
-		}
 	}
 }
 

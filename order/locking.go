@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/zkstock/zkstock/dlock"
+	"github.com/zkstock/zkstock/dlock/fleet"
 	"github.com/zkstock/zkstock/inventory"
 )
 
@@ -29,27 +30,31 @@ type fencing struct {
 	tokens map[string]int64 // per SKU; nil in the modes without tokens
 }
 
-// run runs a change under its mode's row of the table: the one dispatch of lock modes. The locks
-// are taken in sorted order, so that two changes that share SKUs cannot each hold what the other
-// waits for; they span the whole transaction, and an unanswered COMMIT is settled before they
-// are released.
+// run runs a change under its mode's row of the table: the one dispatch of lock modes. The change
+// was admitted by the fleet under mode (admit: ctx carries its pass). The locks are taken in
+// sorted order, so that two changes that share SKUs cannot each hold what the other waits for;
+// they span the whole transaction, and an unanswered COMMIT is settled before they are released.
 func (s *Server) run(ctx context.Context, mode LockMode, log requestLog, ch change) error {
-	defer s.beginChange(mode)()
-	lm, err := s.rowFor(mode)
+	pass := passOf(ctx)
+	if pass == nil {
+		return errNotAdmitted
+	}
+	lm, err := modeOf(mode)
 	if err != nil {
 		return err
 	}
 	sorted := slices.Sorted(slices.Values(ch.skus))
-	err = s.runOnce(ctx, lm, sorted, log, ch)
+	err = s.runOnce(ctx, lm, pass, sorted, log, ch)
 	if lm.repairStale != nil && errors.Is(err, inventory.ErrStaleToken) && lm.repairStale(s, ctx, sorted, log) {
-		err = s.runOnce(ctx, lm, sorted, log, ch) // the refusal wrote nothing
+		err = s.runOnce(ctx, lm, pass, sorted, log, ch) // the refusal wrote nothing
 	}
 	return err
 }
 
-func (s *Server) runOnce(ctx context.Context, lm lockMode, sorted []string, log requestLog, ch change) error {
+func (s *Server) runOnce(ctx context.Context, lm lockMode, pass *fleet.Pass, sorted []string, log requestLog, ch change) error {
+	admitted := stillAdmitted(pass)
 	if lm.lock == nil {
-		err := ch.apply(ctx, lm.protect, fencing{}, inventory.Hooks{Work: s.work(nil)})
+		err := ch.apply(ctx, lm.protect, fencing{}, inventory.Hooks{Work: s.work(pass), BeforeCommit: admitted})
 		return s.settle(ctx, ch, err, log)
 	}
 	var held holding
@@ -62,7 +67,7 @@ func (s *Server) runOnce(ctx context.Context, lm lockMode, sorted []string, log 
 		return h.Unlock, nil
 	}, func() error {
 		err := ch.apply(ctx, lm.protect, fencing{issuer: lm.issuer, tokens: held.Tokens()},
-			inventory.Hooks{Work: s.work(held), BeforeCommit: stillHeld(held)})
+			inventory.Hooks{Work: s.work(held), BeforeCommit: func() error { return errors.Join(stillHeld(held)(), admitted()) }})
 		return s.settle(ctx, ch, err, log)
 	})
 }

@@ -18,8 +18,8 @@ type lockMode struct {
 	// lock takes the locks of a sorted set of distinct SKUs (one, for a purchase), all or
 	// nothing; nil for the modes that take none and leave the protection to the database.
 	lock func(s *Server, ctx context.Context, skus []string) (holding, error)
-	// service keeps the lock: modes of one service exclude each other (transition.go).
-	service lockService
+	// needsRedis: the mode's lock is kept in Redis; a replica without REDIS_ADDR cannot run it.
+	needsRedis bool
 	// protect is how the inventory change protects itself under the lock.
 	protect inventory.Mode
 	// issuer issued the lock's tokens, which the fence checks (protect == Fenced).
@@ -33,17 +33,17 @@ type lockMode struct {
 
 // modeTable is every lock mode, in the order the docs show them. Later modes add to it.
 var modeTable = []lockMode{
-	{name: ModeZK, lock: (*Server).zkLocks, service: serviceZooKeeper, protect: inventory.Fenced, issuer: inventory.IssuerZooKeeper},
-	{name: ModeZKUnfenced, lock: (*Server).zkLocks, service: serviceZooKeeper, protect: inventory.Unfenced},
+	{name: ModeZK, lock: (*Server).zkLocks, protect: inventory.Fenced, issuer: inventory.IssuerZooKeeper},
+	{name: ModeZKUnfenced, lock: (*Server).zkLocks, protect: inventory.Unfenced},
 	{name: ModeNone, protect: inventory.Unsafe},
-	{name: ModeZKHerd, lock: (*Server).herdLocks, service: serviceZooKeeper, protect: inventory.Fenced, issuer: inventory.IssuerZooKeeper},
+	{name: ModeZKHerd, lock: (*Server).herdLocks, protect: inventory.Fenced, issuer: inventory.IssuerZooKeeper},
 	{name: ModeDBForUpdate, protect: inventory.ForUpdate},
 	{name: ModeDBCAS, protect: inventory.CAS},
-	{name: ModeDBLockTable, lock: (*Server).tableLocks, service: serviceTable, protect: inventory.Unfenced},
-	{name: ModeZKBatch, lock: (*Server).zkLocks, service: serviceZooKeeper, protect: inventory.Fenced, issuer: inventory.IssuerZooKeeper,
+	{name: ModeDBLockTable, lock: (*Server).tableLocks, protect: inventory.Unfenced},
+	{name: ModeZKBatch, lock: (*Server).zkLocks, protect: inventory.Fenced, issuer: inventory.IssuerZooKeeper,
 		batched: true},
-	{name: ModeRedis, lock: (*Server).redisUnfencedLocks, service: serviceRedis, protect: inventory.Unfenced},
-	{name: ModeRedisFenced, lock: (*Server).redisFencedLocks, service: serviceRedis, protect: inventory.Fenced, issuer: inventory.IssuerRedis,
+	{name: ModeRedis, lock: (*Server).redisUnfencedLocks, needsRedis: true, protect: inventory.Unfenced},
+	{name: ModeRedisFenced, lock: (*Server).redisFencedLocks, needsRedis: true, protect: inventory.Fenced, issuer: inventory.IssuerRedis,
 		repairStale: (*Server).raiseRedisTokens},
 }
 

@@ -22,10 +22,9 @@ func TestModeTable(t *testing.T) {
 		if lm.batched && lm.lock == nil {
 			t.Errorf("%s batches without a lock", lm.name)
 		}
-		// The load tools, which know the service over HTTP only, tell a ZooKeeper mode by its
-		// name (scalebench's locksWithZooKeeper).
-		if strings.HasPrefix(string(lm.name), "zk") != (lm.service == serviceZooKeeper) {
-			t.Errorf("%s: a mode's name starts with zk exactly when ZooKeeper keeps its lock", lm.name)
+		// The load tools, which know the service over HTTP only, tell a Redis mode by its name.
+		if strings.HasPrefix(string(lm.name), "redis") != lm.needsRedis {
+			t.Errorf("%s: a mode's name starts with redis exactly when Redis keeps its lock", lm.name)
 		}
 		if got, err := ParseLockMode(string(lm.name)); err != nil || got != lm.name {
 			t.Errorf("ParseLockMode(%s) = %s, %v", lm.name, got, err)

@@ -46,9 +46,14 @@ func (s *Server) purchase(c *gin.Context) {
 	// Every answer names the purchase's key, so that a client who gets no answer it can trust
 	// (a timeout, a 503 outcome_unknown) can look the purchase up or retry it safely.
 	c.Header("Idempotency-Key", p.RequestID)
-	mode := s.Mode()
+	ctx, mode, done, err := s.admit(c.Request.Context())
+	if err != nil {
+		s.refusePurchase(c, fleetError(err), p.RequestID, newRequestLog(s.log, slog.String("sku", p.SKU), slog.String("request_id", p.RequestID)), err)
+		return
+	}
+	defer done()
 	log := newRequestLog(s.log, slog.String("sku", p.SKU), slog.String("mode", string(mode)), slog.String("request_id", p.RequestID))
-	res, err := s.sell(c.Request.Context(), p, mode, log)
+	res, err := s.sell(ctx, p, mode, log)
 	if err != nil {
 		s.refusePurchase(c, purchaseError(err), p.RequestID, log, err)
 		return
@@ -128,7 +133,7 @@ func (s *Server) parsePurchase(c *gin.Context) (p inventory.Purchase, cart *inve
 
 // sell sells one purchase under the mode's locks (run), or through the SKU's batcher.
 func (s *Server) sell(ctx context.Context, p inventory.Purchase, mode LockMode, log requestLog) (inventory.Result, error) {
-	lm, err := s.rowFor(mode)
+	lm, err := modeOf(mode)
 	if err != nil {
 		return inventory.Result{}, err
 	}
@@ -150,7 +155,6 @@ func (s *Server) sell(ctx context.Context, p inventory.Purchase, mode LockMode, 
 		}
 	}
 	if lm.batched {
-		defer s.beginChange(mode)()
 		return s.sellBatched(ctx, p)
 	}
 	var res inventory.Result

@@ -1,7 +1,6 @@
 package order_test
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"strings"
@@ -275,10 +274,8 @@ func heldCommit(t *testing.T, mode order.LockMode, d time.Duration) reply {
 
 // heldCase is a COMMIT held up in the network while another replica buys the same SKU.
 type heldCase struct {
-	mode     order.LockMode // both replicas'
-	nextMode order.LockMode // if set, the next replica's instead
-	switchTo order.LockMode // if set, the held replica switches to it first: a transition window opens there
-	stall    time.Duration
+	mode  order.LockMode // the fleet's
+	stall time.Duration
 	// lockKept: 2 s into the stall, the next replica must not have had the lock yet.
 	lockKept bool
 }
@@ -287,13 +284,10 @@ func heldCommitCase(t *testing.T, c heldCase) reply {
 	dsn := testenv.MySQLDatabase(t)
 	proxy, proxied := tcpproxy.ProxiedDSN(t, dsn, func(c *mysql.Config) { c.ReadTimeout = time.Second })
 	held := ordertest.Start(t, 1, ordertest.Options{Mode: c.mode, DSN: proxied})[0]
-	next := ordertest.Start(t, 1, ordertest.Options{Mode: cmp.Or(c.nextMode, c.mode), DSN: dsn, FirstNumber: 2})[0]
+	next := ordertest.Start(t, 1, ordertest.Options{Mode: c.mode, DSN: dsn, FirstNumber: 2})[0]
 	const sku = "SEAM-SETTLE"
 	resetStock(t, next, sku, 10)
 	waitForFleet(t, next, 2)
-	if c.switchTo != "" {
-		setMode(t, []*replica{held}, c.switchTo)
-	}
 	fired := proxy.StallAtQuery(isCommit)
 	first := make(chan reply, 1)
 	go func() { first <- buy(t, held, sku, 1, "K-HELD") }()
@@ -326,30 +320,24 @@ func heldCommitCase(t *testing.T, c heldCase) reply {
 	return one
 }
 
-// A COMMIT held up on a replica just switched from zk-unfenced to zk, while a replica not yet
-// switched buys next: the holder keeps its lock until its COMMIT is settled, so the unswitched
-// replica's plain read comes after it. (A hand-over of the lock as the COMMIT left, tried for
-// issue 23 and reverted, failed this test with lost_updates 1 until it was kept out of windows.)
-func TestHeldCommitInATransitionWindowKeepsTheLock(t *testing.T) {
-	heldCommitCase(t, heldCase{mode: order.ModeZKUnfenced, switchTo: order.ModeZK, stall: 3 * time.Second, lockKept: true})
+// A COMMIT held up on a zk replica while another buys next: the holder keeps its lock until its
+// COMMIT is settled, so the next holder's read comes after it. (A hand-over of the lock as the
+// COMMIT left, tried for issue 23 and reverted, failed this with lost_updates 1.)
+func TestHeldCommitKeepsTheLock(t *testing.T) {
+	heldCommitCase(t, heldCase{mode: order.ModeZK, stall: 3 * time.Second, lockKept: true})
 }
 
-// The same beside a replica left in zk-unfenced, neither switched (no transition window): the zk
-// holder's fence does not make the unfenced replica's plain read wait, the lock must.
-func TestHeldCommitBesideAnUnfencedReplicaKeepsTheLock(t *testing.T) {
-	heldCommitCase(t, heldCase{mode: order.ModeZK, nextMode: order.ModeZKUnfenced, stall: 3 * time.Second, lockKept: true})
-}
-
-// waitForFleet waits until n replicas have announced themselves in r's database.
+// waitForFleet waits until r's fleet has n members in ZooKeeper.
 func waitForFleet(t *testing.T, r *replica, n int) {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		rs, err := r.Store.Replicas(context.Background(), 5*time.Second)
-		if err == nil && len(rs) >= n {
+		rep := admin(t, r, "GET", "/admin/lock-mode", "")
+		members, _ := rep.body["members"].([]any)
+		if rep.status == 200 && len(members) >= n {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d replicas announced within 10 s, want %d (%v)", len(rs), n, err)
+			t.Fatalf("%d members within 10 s, want %d: %s", len(members), n, rep.raw)
 		}
 	}
 }
@@ -369,10 +357,11 @@ func lockWaits(t *testing.T, r *replica) int {
 	return n
 }
 
-// A replica switched from redis-fenced to zk-unfenced while another replica still holds the Redis
-// lock: during the transition window the switched replica takes the Redis lock too, and reads its
-// rows with locks, so it waits for the old holder instead of reading past its write.
-func TestSwitchingLockServicesWaitsForTheOldHolders(t *testing.T) {
+// A switch through one replica while another replica has a change of the old mode in its work:
+// the switch waits for it (the barrier), and the new mode's first purchase comes after it, so no
+// holder of one mode reads past the other's write. Before the fleet's mode lived in ZooKeeper this
+// rested on a transition window on the switched replica alone.
+func TestSwitchWaitsForTheOldModesChanges(t *testing.T) {
 	for _, c := range []struct{ from, to order.LockMode }{
 		{order.ModeRedisFenced, order.ModeZKUnfenced},
 		{order.ModeZKUnfenced, order.ModeRedis},
@@ -381,26 +370,26 @@ func TestSwitchingLockServicesWaitsForTheOldHolders(t *testing.T) {
 	} {
 		t.Run(string(c.from)+"→"+string(c.to), func(t *testing.T) {
 			rs := newCluster(t, 2, clusterOpts{Mode: c.from})
-			old, switched := rs[0], rs[1]
+			old, switcher := rs[0], rs[1]
 			sku := "SEAM-TRANSITION"
 			resetStock(t, old, sku, 10)
-			setMode(t, []*replica{switched}, c.to)
 			old.Srv.SetWorkDelay(1500 * time.Millisecond)
 			first := make(chan reply, 1)
 			var oldDone time.Time
 			go func() { rep := buy(t, old, sku, 1, ""); oldDone = time.Now(); first <- rep }()
-			time.Sleep(500 * time.Millisecond) // the old mode's holder is in its work now
-			if rep := buy(t, switched, sku, 1, ""); rep.status != 201 {
-				t.Fatalf("purchase in the new mode: %d %s", rep.status, rep.raw)
+			time.Sleep(500 * time.Millisecond) // the old mode's change is in its work now
+			if rep := admin(t, switcher, "PUT", "/admin/lock-mode", fmt.Sprintf(`{"mode":%q}`, c.to)); rep.status != 200 {
+				t.Fatalf("switch: %d %s", rep.status, rep.raw)
 			}
-			newDone := time.Now()
-			if rep := <-first; rep.status != 201 {
+			switched := time.Now()
+			if rep := buy(t, switcher, sku, 1, ""); rep.status != 201 || rep.body["mode"] != string(c.to) {
+				t.Fatalf("purchase after the switch: %d %s, want 201 in %s", rep.status, rep.raw, c.to)
+			}
+			if rep := <-first; rep.status != 201 || rep.body["mode"] != string(c.from) {
 				t.Fatalf("purchase in the old mode: %d %s", rep.status, rep.raw)
 			}
-			// db-cas takes no lock and claims its stock only after its work, in one atomic
-			// statement: the new mode has nothing to wait for, and the audit is what counts.
-			if c.from != order.ModeDBCAS && newDone.Before(oldDone) {
-				t.Fatalf("the new mode's purchase finished %v before the old holder's: it did not wait for it", oldDone.Sub(newDone))
+			if switched.Before(oldDone) {
+				t.Fatalf("the switch was written %v before the old mode's change answered: no barrier", oldDone.Sub(switched))
 			}
 			if a := auditOf(t, old, sku); a.LostUpdates != 0 || a.UnitsSold != 2 || a.Stock != 8 {
 				t.Fatalf("audit %+v: one mode's holder wrote over the other's", a)
@@ -451,37 +440,4 @@ func waitForHolder(t *testing.T, r *replica, sku string) {
 		}
 	}
 	t.Fatalf("no holder of %s's lock within 10 s", sku)
-}
-
-// The transition window ends once the fleet has settled: while another replica still runs the
-// old mode, a switched replica also takes the old mode's lock; once every replica announces the
-// new mode with nothing in flight under another, it takes its own lock only.
-func TestTransitionEndsWhenTheFleetSettles(t *testing.T) {
-	rs := newCluster(t, 2, clusterOpts{Mode: order.ModeZK})
-	const sku = "SEAM-SETTLED"
-	resetStock(t, rs[0], sku, 100)
-	zkLocksTaken := func() int64 { return rs[0].Locks.Stats().Acquisitions }
-	setMode(t, rs[:1], order.ModeRedis)
-	before := zkLocksTaken()
-	if rep := buy(t, rs[0], sku, 1, ""); rep.status != 201 {
-		t.Fatalf("purchase: %d %s", rep.status, rep.raw)
-	}
-	if zkLocksTaken() == before {
-		t.Fatal("with a replica still in zk, the switched replica did not take the ZooKeeper lock too")
-	}
-	setMode(t, rs[1:], order.ModeRedis)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		before = zkLocksTaken()
-		if rep := buy(t, rs[0], sku, 1, ""); rep.status != 201 {
-			t.Fatalf("purchase: %d %s", rep.status, rep.raw)
-		}
-		if zkLocksTaken() == before {
-			break // the window is over: the Redis lock alone
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("every replica runs redis with nothing in flight, and the window is still open after 10 s")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }

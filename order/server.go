@@ -2,6 +2,7 @@ package order
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/zkstock/zkstock/dlock"
+	"github.com/zkstock/zkstock/dlock/fleet"
 	"github.com/zkstock/zkstock/dlock/teaching"
 	"github.com/zkstock/zkstock/inventory"
 )
@@ -42,16 +44,11 @@ type Server struct {
 	store *inventory.Store
 	locks *dlock.Client
 	log   *slog.Logger
-	mode  atomic.Value // LockMode
-	// switched: the recent switches of mode, whose holders may still run (transition.go)
-	switched  switches
-	switching sync.Mutex // one switch of mode at a time
-	fleetMu   sync.Mutex
-	fleet     []inventory.Replica // the replicas' announcements, read at fleetAt
-	fleetAt   time.Time
-	metrics   *metrics
-	reg       *prometheus.Registry
-	known     knownSKUs // SKUs seen to exist, with their stock gauges (known.go)
+	fleet *fleet.Member // this replica's place in its fleet, which admits every change (fleet.go)
+
+	metrics *metrics
+	reg     *prometheus.Registry
+	known   knownSKUs // SKUs seen to exist, with their stock gauges (known.go)
 
 	batchersMu sync.Mutex
 	batchers   map[string]*batcher // mode zk-batch, per SKU with purchases queued or selling
@@ -66,11 +63,10 @@ type Server struct {
 	redisOnce sync.Once
 	redis     *redisLocks // the redis modes' client, opened on first use
 
-	feeds       *feeds        // the live page's streams
-	sales       atomic.Int64  // purchases this replica made, for the live page's rate
-	modeChanged chan struct{} // the mode was switched: announce it now
-	stop        chan struct{} // closed by Close
-	closeOnce   sync.Once
+	feeds     *feeds        // the live page's streams
+	sales     atomic.Int64  // purchases this replica made, for the live page's rate
+	stop      chan struct{} // closed by Close
+	closeOnce sync.Once
 }
 
 // herdClient is mode zk-herd's ZooKeeper session. The herd recipe is a teaching one, kept out of
@@ -88,11 +84,17 @@ func (s *Server) herdClient(ctx context.Context) (*teaching.Client, error) {
 	return s.herd, nil
 }
 
-// Close waits for the batches that are selling (mode zk-batch) and ends what the server opened
-// itself: mode zk-herd's session, whose nodes go with it, and the redis modes' client.
+// Close leaves the fleet once the changes in flight have ended (new ones are refused with
+// shutting_down), waits for the batches that are selling (mode zk-batch) and ends what the server
+// opened itself: mode zk-herd's session, whose nodes go with it, and the redis modes' client.
 func (s *Server) Close() {
 	s.EndStreams()
 	s.closeOnce.Do(func() { close(s.stop) })
+	ctx, cancel := context.WithTimeout(context.Background(), s.longestChange())
+	if err := s.fleet.Close(ctx); err != nil {
+		s.log.Warn("left the fleet with changes still in flight", "err", err)
+	}
+	cancel()
 	s.waitForBatches(shutdownGrace)
 	s.herdMu.Lock()
 	if s.herd != nil {
@@ -129,21 +131,33 @@ func New(cfg Config, store *inventory.Store, locks *dlock.Client, log *slog.Logg
 	if cfg.EventStreams == 0 {
 		cfg.EventStreams = 64
 	}
+	if cfg.Fleet == "" {
+		cfg.Fleet = "default"
+	}
 	s := &Server{cfg: cfg, store: store, locks: locks, log: log.With("replica", cfg.ReplicaID), batchers: map[string]*batcher{},
-		feeds: newFeeds(), modeChanged: make(chan struct{}, 1), stop: make(chan struct{})}
-	s.mode.Store(cfg.LockMode)
+		feeds: newFeeds(), stop: make(chan struct{})}
 	s.reg = prometheus.NewRegistry()
 	m, err := newMetrics(s.reg, s.ZKStats)
 	if err != nil {
 		return nil, err
 	}
 	s.metrics = m
-	go s.announce(s.stop)
+	if s.fleet, err = s.joinFleet(); err != nil {
+		return nil, fmt.Errorf("order: %w", err)
+	}
 	return s, nil
 }
 
-// Mode is the replica's lock mode now.
-func (s *Server) Mode() LockMode { return s.mode.Load().(LockMode) }
+// Joined waits until the replica has joined its fleet and read the fleet's mode, or ctx ends.
+func (s *Server) Joined(ctx context.Context) error { return s.fleet.Joined(ctx) }
+
+// Mode is the fleet's lock mode as this replica last read it (LOCK_MODE before it has joined).
+func (s *Server) Mode() LockMode {
+	if m := s.fleet.Mode(); m.Name != "" {
+		return LockMode(m.Name)
+	}
+	return s.cfg.LockMode
+}
 
 // Handler is the HTTP API.
 func (s *Server) Handler() http.Handler {
@@ -211,8 +225,12 @@ func (s *Server) ready(c *gin.Context) {
 	defer cancel()
 	zkUp := s.locks.Connected()
 	dbErr := s.store.Ping(ctx)
-	if zkUp && dbErr == nil {
-		c.JSON(http.StatusOK, gin.H{"status": "ready", "zookeeper": "up", "database": "up"})
+	fleetErr := s.fleet.Status()
+	if errors.Is(fleetErr, fleet.ErrSwitching) {
+		fleetErr = nil // a member still, and serving again within the switch's bound
+	}
+	if zkUp && dbErr == nil && fleetErr == nil {
+		c.JSON(http.StatusOK, gin.H{"status": "ready", "zookeeper": "up", "database": "up", "mode": s.Mode()})
 		return
 	}
 	msg := "not ready:"
@@ -221,6 +239,9 @@ func (s *Server) ready(c *gin.Context) {
 	}
 	if dbErr != nil {
 		msg += " database unreachable;"
+	}
+	if fleetErr != nil {
+		msg += " fleet: " + fleetErr.Error() + ";"
 	}
 	abortWith(c, newError(http.StatusServiceUnavailable, "not_ready", msg[:len(msg)-1]))
 }

@@ -28,6 +28,9 @@ var (
 	ErrSwitchTimeout = errors.New("fleet: the fleet did not let go of the old mode in time; the mode is unchanged")
 	// ErrVersionConflict: the mode's version was not the one the caller expected.
 	ErrVersionConflict = errors.New("fleet: the mode's version is not the one expected")
+	// ErrSwitchUnknown: the switch's write met a connection error: it may or may not have been
+	// applied; Current tells.
+	ErrSwitchUnknown = errors.New("fleet: the switch's write was not answered: it may or may not be in force")
 	// ErrClosed: the member is leaving or has left.
 	ErrClosed = errors.New("fleet: member closed")
 )

@@ -76,12 +76,22 @@ func (m *Member) Switch(ctx context.Context, to string, expect int32) (Mode, err
 			&zk.SetDataRequest{Path: m.modePath(), Data: []byte(to), Version: cur.Version},
 		)
 	})
-	if err != nil {
-		return cur, fmt.Errorf("fleet: switch to %q: write the mode: %w", to, err)
+	switch {
+	case err == nil:
+	case isConnectionError(err), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded), errors.Is(err, dlock.ErrClosed):
+		return cur, fmt.Errorf("%w: switch to %q: %w", ErrSwitchUnknown, to, err)
+	default: // ZooKeeper's own answer: the writer's node was gone (ErrNoNode), or the version moved
+		return cur, fmt.Errorf("fleet: switch to %q: ZooKeeper refused the write, nothing changed: %w", to, err)
 	}
 	next := Mode{Name: to, Version: cur.Version + 1}
 	m.log.Info("fleet: mode switched", "from", cur.Name, "to", to, "version", next.Version, "barrier_wait", time.Since(started).String())
 	return next, nil
+}
+
+// isConnectionError: after these a request may or may not have been applied.
+func isConnectionError(err error) bool {
+	return errors.Is(err, zk.ErrConnectionClosed) || errors.Is(err, zk.ErrNoServer) || errors.Is(err, zk.ErrSessionExpired) ||
+		errors.Is(err, zk.ErrSessionMoved) || errors.Is(err, zk.ErrClosing)
 }
 
 // settledAt says whether a switch to `to` has nothing to do at cur, or may not be made.

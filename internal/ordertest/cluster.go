@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
+
 	"github.com/zkstock/zkstock/dlock"
 	"github.com/zkstock/zkstock/internal/testenv"
 	"github.com/zkstock/zkstock/inventory"
@@ -29,6 +31,8 @@ type Replica struct {
 	URL   string
 	Locks *dlock.Client
 	Store *inventory.Store
+	DSN   string // the database as the replica was given it
+	Fleet string
 }
 
 // Options shape the replicas; zero values mean the test servers and sensible defaults.
@@ -40,14 +44,20 @@ type Options struct {
 	AdminToken  *string       // default AdminToken
 	DSN         string        // default a fresh database
 	RedisAddr   string        // default $REDIS_ADDR
+	NoRedis     bool          // the replicas have no REDIS_ADDR (they cannot run the redis modes)
 	// Wrap, if set, wraps each replica's handler (to make a replica misbehave on purpose).
 	Wrap func(http.Handler) http.Handler
 	// EventStreams caps the live page's streams per replica (default 64).
 	EventStreams int
 	// FirstNumber numbers the replicas' names from it, order<FirstNumber>, … (default 1): replicas
 	// started by separate calls on one database must not share a name, which is their identity
-	// in the fleet's announcements.
+	// in the fleet.
 	FirstNumber int
+	// Fleet names the replicas' fleet (default: the database's name, so that replicas started by
+	// separate calls on one database are one fleet, and every test has a fleet of its own).
+	Fleet string
+	// NoJoinWait: Start does not wait for the replicas to join their fleet.
+	NoJoinWait bool
 	// RedisLockTTL is the Redis locks' expiry (default 3 s).
 	RedisLockTTL time.Duration
 }
@@ -74,6 +84,13 @@ func Start(t testing.TB, n int, o Options) []*Replica {
 	if o.DSN == "" {
 		o.DSN = testenv.MySQLDatabase(t)
 	}
+	if o.Fleet == "" {
+		cfg, err := mysql.ParseDSN(o.DSN)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.Fleet = cfg.DBName
+	}
 	token := AdminToken
 	if o.AdminToken != nil {
 		token = *o.AdminToken
@@ -97,13 +114,25 @@ func Start(t testing.TB, n int, o Options) []*Replica {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = locks.Close() })
+		redisAddr := cmp.Or(o.RedisAddr, os.Getenv("REDIS_ADDR"))
+		if o.NoRedis {
+			redisAddr = ""
+		}
 		cfg := order.Config{ReplicaID: name, LockMode: o.Mode, LockTimeout: o.LockTimeout, WorkDelay: o.WorkDelay, AdminToken: token,
-			ZKServers: o.ZKServers, ZKSessionTimeout: 10 * time.Second, RedisAddr: cmp.Or(o.RedisAddr, os.Getenv("REDIS_ADDR")), RedisLockTTL: cmp.Or(o.RedisLockTTL, 3*time.Second), EventStreams: o.EventStreams}
+			ZKServers: o.ZKServers, ZKSessionTimeout: 10 * time.Second, Fleet: o.Fleet, RedisAddr: redisAddr, RedisLockTTL: cmp.Or(o.RedisLockTTL, 3*time.Second), EventStreams: o.EventStreams}
 		srv, err := order.New(cfg, store, locks, logger())
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(srv.Close)
+		if !o.NoJoinWait {
+			jctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			err := srv.Joined(jctx)
+			cancel()
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
 		var h http.Handler = srv.Handler()
 		if o.Wrap != nil {
 			h = o.Wrap(h)
@@ -111,7 +140,7 @@ func Start(t testing.TB, n int, o Options) []*Replica {
 		hs := httptest.NewServer(h)
 		t.Cleanup(hs.Close)
 		t.Cleanup(srv.EndStreams) // before hs.Close, which waits for every request, streams too
-		out = append(out, &Replica{Name: name, Srv: srv, URL: hs.URL, Locks: locks, Store: store})
+		out = append(out, &Replica{Name: name, Srv: srv, URL: hs.URL, Locks: locks, Store: store, DSN: o.DSN, Fleet: o.Fleet})
 	}
 	return out
 }

@@ -24,14 +24,17 @@ function render(s) {
   setText("replica", s.replica);
 
   const modes = $("modes");
+  // The fleet's members as ZooKeeper holds them (ephemeral nodes): each runs the fleet's mode,
+  // read under its hold of the switch barrier; one that does not serve says why.
   modes.replaceChildren(...s.replicas.map((r) => {
     const li = document.createElement("li");
-    li.dataset.replica = r.replica;
-    li.className = r.replica === s.replica ? "self" : "";
+    li.dataset.replica = r.id;
+    li.className = r.id === s.replica ? "self" : "";
     const mode = document.createElement("span");
-    mode.className = "mode-" + r.mode;
-    mode.textContent = r.mode;
-    li.append(r.replica + ": ", mode);
+    mode.className = "mode-" + (r.mode || "joining");
+    mode.textContent = r.mode ? r.mode + " v" + r.version : "joining";
+    li.append(r.id + ": ", mode);
+    if (!r.serving) li.append(" (not serving" + (r.why ? ": " + r.why : "") + ")");
     return li;
   }));
 
