@@ -20,9 +20,9 @@ import (
 // The live page's updates: at most one every minEventGap per SKU (about 20 a second), and one
 // every rateTick at least, so that the rates move while nothing else does.
 const (
-	minEventGap  = 50 * time.Millisecond
-	rateTick     = time.Second
-	queueShown   = 50
+	minEventGap = 50 * time.Millisecond
+	rateTick    = time.Second
+	queueShown  = 50
 )
 
 // A stream's reader must keep up: each event's write may wait streamWriteTimeout for the reader's
@@ -273,16 +273,16 @@ func (s *Server) ConnContext(ctx context.Context, c net.Conn) context.Context {
 
 // snapshot is one update of the live page.
 type snapshot struct {
-	Replica    string              `json:"replica"`
-	Mode       LockMode            `json:"mode"`
-	SKU        string              `json:"sku"`
-	Audit      inventory.Audit     `json:"audit"`
-	Queue      []dlock.QueueEntry  `json:"queue"`
-	QueueTotal int                 `json:"queue_total"`
+	Replica    string             `json:"replica"`
+	Mode       LockMode           `json:"mode"`
+	SKU        string             `json:"sku"`
+	Audit      inventory.Audit    `json:"audit"`
+	Queue      []dlock.QueueEntry `json:"queue"`
+	QueueTotal int                `json:"queue_total"`
 	Replicas   []fleet.MemberInfo `json:"replicas"` // the fleet's members, as ZooKeeper knows them
-	Rates      rates               `json:"rates"`
-	Errors     []string            `json:"errors,omitempty"` // what could not be read this time
-	At         time.Time           `json:"at"`
+	Rates      rates              `json:"rates"`
+	Errors     []string           `json:"errors,omitempty"` // what could not be read this time
+	At         time.Time          `json:"at"`
 }
 
 type rates struct {
