@@ -20,6 +20,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
+
 	"github.com/zkstock/zkstock/internal/testenv"
 	"github.com/zkstock/zkstock/inventory"
 )
@@ -76,7 +78,7 @@ func startReplicas(t *testing.T, n int, dsn string, zkServers []string, settings
 		addr := freeAddr(t)
 		r := &replica{name: fmt.Sprintf("order%d", i), addr: addr, url: "http://" + addr, t: t}
 		r.env = append([]string{"HTTP_ADDR=" + addr, "REPLICA_ID=" + r.name, "ZK_SERVERS=" + strings.Join(zkServers, ","),
-			"MYSQL_DSN=" + dsn, "ADMIN_TOKEN=faults", "LOG_LEVEL=info"}, settings...)
+			"MYSQL_DSN=" + dsn, "ADMIN_TOKEN=faults", "LOG_LEVEL=info", "FLEET=" + fleetOf(t, dsn)}, settings...)
 		r.start()
 		rs = append(rs, r)
 	}
@@ -84,6 +86,16 @@ func startReplicas(t *testing.T, n int, dsn string, zkServers []string, settings
 		r.waitReady(30 * time.Second)
 	}
 	return rs
+}
+
+// fleetOf is the fleet of the replicas on one database: the database's name, so that every
+// scenario's replicas are a fleet of their own, whose mode no earlier scenario set.
+func fleetOf(t *testing.T, dsn string) string {
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg.DBName
 }
 
 func (r *replica) start(extra ...string) {

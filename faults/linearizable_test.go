@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"testing"
 	"time"
 
 	"github.com/anishathalye/porcupine"
@@ -73,10 +74,17 @@ func (l *linHistory) check() {
 		t.Errorf("linearizability history: %v", err)
 		return
 	}
+	judgeHistory(t, l.mode, h)
+}
+
+// judgeHistory checks a history with Porcupine, and on a failure saves it beside its
+// visualization in out/porcupine/<test>.
+func judgeHistory(t *testing.T, mode string, h *lincheck.History) {
+	t.Helper()
 	v := h.Check(linCheckTimeout)
 	st := h.Stats
 	t.Logf("linearizability (%s): %d operations checked; %d answers of unknown outcome, of which a retry found %d done and %d not done; Porcupine: %s in %v; answers %v",
-		l.mode, st.Ops, st.Unknown, st.FoundDone, st.FoundNotDone, v.Outcome, v.CheckTime.Round(time.Millisecond), st.Answers)
+		mode, st.Ops, st.Unknown, st.FoundDone, st.FoundNotDone, v.Outcome, v.CheckTime.Round(time.Millisecond), st.Answers)
 	if st.BadRequests > 0 || st.BadAnswers > 0 {
 		t.Errorf("linearizability history: %d requests answered 400 and %d answers without the documented fields:\n%s",
 			st.BadRequests, st.BadAnswers, strings.Join(st.Problems, "\n"))
@@ -93,5 +101,5 @@ func (l *linHistory) check() {
 		return
 	}
 	abs, _ := filepath.Abs(path)
-	t.Errorf("the history beside the buyers is %s, not linearizable in %s: Porcupine's visualization in %s (the history beside it, .json, for lincheck -check)", v.Outcome, l.mode, abs)
+	t.Errorf("the history beside the buyers is %s, not linearizable in %s: Porcupine's visualization in %s (the history beside it, .json, for lincheck -check)", v.Outcome, mode, abs)
 }

@@ -36,11 +36,16 @@ type Config struct {
 	MaxOps int
 	// Pause between a client's operations.
 	Pause time.Duration
-	// Mode, if set, is the lock mode every replica is switched to before the history.
+	// Mode, if set, is the lock mode the fleet is switched to before the history.
 	Mode string
-	// Switches are lock modes every replica is switched to, one after another, during the history,
-	// evenly spaced over Duration.
+	// Switches are lock modes the fleet is switched to, one after another, during the history,
+	// evenly spaced over Duration, each through one replica drawn at random (a switch is the
+	// fleet's, whichever replica is asked).
 	Switches []string
+	// Disrupt, if set, runs right after each switch is asked for (and while it may still wait for
+	// the fleet): say, a replica killed and started again. What it returns is noted beside the
+	// switch in the visualization; an error ends the switching.
+	Disrupt func(ctx context.Context, step int) (string, error)
 	// RequestTimeout bounds one request; a request that times out is of unknown outcome.
 	RequestTimeout time.Duration
 	// Seed makes the clients' choices reproducible (the service's timing is not).
@@ -175,7 +180,7 @@ func Start(ctx context.Context, cfg Config) (*Recorder, error) {
 	}
 	r := &Recorder{cfg: cfg, run: hex.EncodeToString(tag[:]), halt: make(chan struct{}), stats: Stats{Answers: map[string]int{}}}
 	if cfg.Mode != "" {
-		if err := r.setMode(ctx, cfg.Mode); err != nil {
+		if err := r.setMode(ctx, cfg.Mode, 0); err != nil {
 			return nil, err
 		}
 	}
@@ -507,19 +512,25 @@ func (r *Recorder) send(ctx context.Context, method, u, body string, admin bool,
 	return resp.StatusCode, raw, nil
 }
 
-// setMode switches every replica, one after another, to the lock mode.
-func (r *Recorder) setMode(ctx context.Context, mode string) error {
+// setMode switches the fleet to the lock mode through replica u. A replica that was just
+// restarted may not answer yet (a connection refused, 503 while it rejoins): the switch is
+// asked again, through the next replica, until ctx ends.
+func (r *Recorder) setMode(ctx context.Context, mode string, u int) error {
 	b, _ := json.Marshal(map[string]string{"mode": mode})
-	for _, u := range r.cfg.Replicas {
-		st, raw, err := r.send(ctx, http.MethodPut, u+"/admin/lock-mode", string(b), true, nil)
-		if err != nil {
-			return fmt.Errorf("lincheck: switch %s to %s: %w", u, mode, err)
+	for {
+		url := r.cfg.Replicas[u%len(r.cfg.Replicas)]
+		st, raw, err := r.send(ctx, http.MethodPut, url+"/admin/lock-mode", string(b), true, nil)
+		switch {
+		case err == nil && st == http.StatusOK:
+			return nil
+		case ctx.Err() != nil:
+			return fmt.Errorf("lincheck: switch to %s: %w", mode, ctx.Err())
+		case err == nil && st != http.StatusServiceUnavailable:
+			return fmt.Errorf("lincheck: switch %s to %s: %d %s", url, mode, st, strings.TrimSpace(string(raw)))
 		}
-		if st != http.StatusOK {
-			return fmt.Errorf("lincheck: switch %s to %s: %d %s", u, mode, st, strings.TrimSpace(string(raw)))
-		}
+		u++
+		time.Sleep(100 * time.Millisecond)
 	}
-	return nil
 }
 
 // switcher switches the replicas' lock mode through cfg.Switches during the history, and notes
@@ -527,6 +538,7 @@ func (r *Recorder) setMode(ctx context.Context, mode string) error {
 func (r *Recorder) switcher(ctx context.Context) {
 	defer r.swWG.Done()
 	every := r.cfg.Duration / time.Duration(len(r.cfg.Switches)+1)
+	rng := rand.New(rand.NewPCG(r.cfg.Seed, 0x5717c4))
 	for i, mode := range r.cfg.Switches {
 		select {
 		case <-time.After(time.Until(r.t0.Add(time.Duration(i+1) * every))):
@@ -536,10 +548,20 @@ func (r *Recorder) switcher(ctx context.Context) {
 			return
 		}
 		from := r.now()
-		err := r.setMode(ctx, mode)
+		through := rng.IntN(len(r.cfg.Replicas))
+		switched := make(chan error, 1)
+		go func() { switched <- r.setMode(ctx, mode, through) }()
+		details := fmt.Sprintf("PUT /admin/lock-mode {\"mode\":%q} through replica %d", mode, through+1)
+		var err error
+		if r.cfg.Disrupt != nil {
+			what, derr := r.cfg.Disrupt(ctx, i)
+			details += "; meanwhile " + what
+			err = derr
+		}
+		err = errors.Join(err, <-switched)
 		r.mu.Lock()
 		r.notes = append(r.notes, porcupine.Annotation{Tag: "lock mode", Start: from, End: r.now(), Description: "→ " + mode,
-			Details: fmt.Sprintf("PUT /admin/lock-mode {\"mode\":%q} on every replica, one after another", mode), BackgroundColor: "#fde68a"})
+			Details: details, BackgroundColor: "#fde68a"})
 		r.mu.Unlock()
 		if err != nil {
 			r.swErr = err

@@ -175,3 +175,37 @@ func TestReplicaCutOffFromZooKeeperStartsNoChange(t *testing.T) {
 		t.Fatalf("audit %+v, want %d sold", a, sold+1)
 	}
 }
+
+// Close drains: a purchase in its work when the replica closes still answers, and is sold, before
+// Close returns (before, Close returned at once, and Run's 30 s grace then closed the lock client
+// and the pool under a running change); a purchase after it is refused as shutting_down.
+func TestCloseWaitsForTheChangesInFlight(t *testing.T) {
+	r := newCluster(t, 1, clusterOpts{WorkDelay: 1500 * time.Millisecond})[0]
+	const sku = "FLEET-DRAIN"
+	resetStock(t, r, sku, 10)
+	answered := make(chan time.Time, 1)
+	go func() {
+		rep := buy(t, r, sku, 1, "")
+		if rep.status != 201 {
+			t.Errorf("purchase in flight at Close: %d %s", rep.status, rep.raw)
+		}
+		answered <- time.Now()
+	}()
+	time.Sleep(300 * time.Millisecond) // in its work now
+	r.Srv.Close()
+	closed := time.Now()
+	select {
+	case at := <-answered:
+		if at.After(closed) {
+			t.Fatalf("Close returned %v before the purchase in flight answered", at.Sub(closed))
+		}
+	default:
+		t.Fatal("Close returned while a purchase was still in flight")
+	}
+	if rep := buy(t, r, sku, 1, ""); rep.status != 503 || rep.code() != "shutting_down" {
+		t.Fatalf("purchase after Close: %d %s, want 503 shutting_down", rep.status, rep.raw)
+	}
+	if a := auditOf(t, r, sku); a.UnitsSold != 1 {
+		t.Fatalf("audit %+v", a)
+	}
+}

@@ -14,7 +14,8 @@ import (
 	"github.com/zkstock/zkstock/inventory"
 )
 
-// shutdownGrace bounds how long in-flight purchases may take to finish on shutdown.
+// shutdownGrace bounds how long zk-batch's batches may take to finish on shutdown (one batch's
+// transaction, batchTimeout, and its settling).
 const shutdownGrace = 30 * time.Second
 
 // The HTTP server's timeouts, so that no client holds a connection, a goroutine or a shutdown
@@ -33,9 +34,11 @@ var (
 
 func writeTimeout(cfg Config) time.Duration { return cfg.LockTimeout + cfg.WorkDelay + writeMargin }
 
-// Run connects to ZooKeeper and the database, creates the tables, and serves until ctx ends.
-// Then it stops accepting, lets in-flight purchases finish, closes the lock client (its nodes go
-// at once) and the database.
+// Run connects to ZooKeeper and the database, creates the tables, joins the fleet and serves until
+// ctx ends. Then it stops accepting, lets every change in flight finish (for as long as the
+// longest change may take: closing the lock client under a running change would drop its lock
+// node at once and let another replica in before the change ends), leaves the fleet, and closes
+// the lock client (its nodes go at once) and the database.
 func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	startCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -62,7 +65,12 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	defer srv.Close()
+	defer srv.Close() // first of the defers: it waits for the changes in flight, then leaves the fleet
+	joinCtx, cancelJoin := context.WithTimeout(ctx, 30*time.Second)
+	if err := srv.Joined(joinCtx); err != nil {
+		log.Warn("not yet a member of the fleet: serving, not ready until joined", "err", err)
+	}
+	cancelJoin()
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("orderd: listen: %w", err)
@@ -80,7 +88,10 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}
 		defer stopPprof()
 	}
-	log.Info("orderd listening", "addr", ln.Addr().String(), "replica", cfg.ReplicaID, "mode", cfg.LockMode,
+	if srv.Mode() != cfg.LockMode {
+		log.Warn("LOCK_MODE is not the fleet's mode: running the fleet's", "lock_mode", cfg.LockMode, "fleet_mode", srv.Mode(), "fleet", cfg.Fleet)
+	}
+	log.Info("orderd listening", "addr", ln.Addr().String(), "replica", cfg.ReplicaID, "fleet", cfg.Fleet, "mode", srv.Mode(),
 		"zk", cfg.ZKServers, "lock_timeout", cfg.LockTimeout.String(), "work_delay", cfg.WorkDelay.String())
 
 	select {
@@ -89,7 +100,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	case <-ctx.Done():
 	}
 	log.Info("shutting down: finishing in-flight purchases")
-	shCtx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	shCtx, cancel := context.WithTimeout(context.Background(), srv.longestChange())
 	defer cancel()
 	if err := httpSrv.Shutdown(shCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("orderd: shutdown: %w", err)

@@ -1,0 +1,114 @@
+package faults
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/zkstock/zkstock/internal/tcpproxy"
+	"github.com/zkstock/zkstock/internal/testenv"
+	"github.com/zkstock/zkstock/lincheck"
+)
+
+// The fleet's mode under faults. Three orderd processes; a history of buys, carts, cancels and
+// reads is recorded while the fleet's lock mode is switched through a random replica, every mode
+// pair of the sequence once, and while each switch waits for the fleet something breaks: a
+// replica killed (kill -9) and started again with a LOCK_MODE of its own (`none`, which would
+// oversell if it ran it), or a replica cut off from ZooKeeper (a black hole) past its session.
+// The history must be linearizable, and the audit exact.
+
+// switchSequence visits the lock services in turn, fenced and unfenced, so that every switch
+// changes who keeps the lock or whether the write is fenced.
+var switchSequence = []string{"redis", "zk-unfenced", "db-cas", "zk", "redis-fenced", "db-forupdate", "zk-batch", "redis", "db-locktable", "zk"}
+
+func TestReplicaRestartedDuringASwitch(t *testing.T) {
+	dsn := testenv.MySQLDatabase(t)
+	rs := startReplicas(t, 3, dsn, testenv.ZKServers(t), "LOCK_MODE=zk-unfenced", "WORK_DELAY=20ms", "ZK_SESSION_TIMEOUT=4s",
+		"REDIS_ADDR="+testenv.RedisAddr(t), "LOCK_TIMEOUT=10s")
+	h := switchHistory(t, rs, func(ctx context.Context, step int) (string, error) {
+		r := rs[step%len(rs)]
+		r.kill9()
+		r.start("LOCK_MODE=none")
+		r.waitReady(60 * time.Second)
+		return fmt.Sprintf("%s killed (kill -9) and started again with LOCK_MODE=none", r.name), nil
+	})
+	judgeHistory(t, "switching, replicas restarted", h)
+	checkFleetAudit(t, dsn, h)
+}
+
+func TestReplicaCutOffFromZooKeeperDuringASwitch(t *testing.T) {
+	dsn := testenv.MySQLDatabase(t)
+	servers := testenv.ZKServers(t)
+	proxy := tcpproxy.New(t, servers[0])
+	settings := []string{"LOCK_MODE=zk-unfenced", "WORK_DELAY=20ms", "ZK_SESSION_TIMEOUT=4s", "REDIS_ADDR=" + testenv.RedisAddr(t), "LOCK_TIMEOUT=10s"}
+	rs := startReplicas(t, 2, dsn, servers, settings...)
+	cut := startReplicas(t, 1, dsn, []string{proxy.Addr()}, append(settings, "REPLICA_ID=order3")...)[0]
+	cut.name = "order3"
+	rs = append(rs, cut)
+	h := switchHistory(t, rs, func(ctx context.Context, step int) (string, error) {
+		if step%3 != 0 {
+			return "nothing else", nil
+		}
+		proxy.Stall()
+		time.Sleep(6 * time.Second) // past its 4 s session: ZooKeeper ends it, and the switch goes on
+		proxy.Resume()
+		return "order3 cut off from ZooKeeper (black hole) for 6 s", nil
+	})
+	judgeHistory(t, "switching, a replica cut off", h)
+	checkFleetAudit(t, dsn, h)
+}
+
+// switchHistory records a history over rs while the fleet's mode goes through switchSequence,
+// disrupt running beside each switch.
+func switchHistory(t *testing.T, rs []*replica, disrupt func(context.Context, int) (string, error)) *lincheck.History {
+	t.Helper()
+	var urls []string
+	for _, r := range rs {
+		urls = append(urls, r.url)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	h, err := lincheck.Record(ctx, lincheck.Config{Replicas: urls, AdminToken: "faults", SKUs: [2]string{"F-FLEET-A", "F-FLEET-B"},
+		Stock: 40, MaxQty: 2, Clients: 9, Pause: 20 * time.Millisecond, Duration: 60 * time.Second, MaxOps: 4000,
+		RequestTimeout: 60 * time.Second, Switches: switchSequence, Disrupt: disrupt, Seed: 29})
+	if err != nil {
+		t.Fatalf("record: %v", err)
+	}
+	if n := len(h.Annotations); n != len(switchSequence) {
+		t.Fatalf("%d switches made, want %d", n, len(switchSequence))
+	}
+	if os.Getenv("FAULTS_VERBOSE") != "" {
+		for _, a := range h.Annotations {
+			t.Logf("%s: %s", a.Description, a.Details)
+		}
+	}
+	return h
+}
+
+// checkFleetAudit: nothing oversold or lost on either product of the history.
+func checkFleetAudit(t *testing.T, dsn string, h *lincheck.History) {
+	t.Helper()
+	store := openStore(t, dsn)
+	for _, sku := range h.SKUs {
+		a, err := store.Audit(context.Background(), sku)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Oversold != 0 || a.LostUpdates != 0 {
+			t.Errorf("%s: %s", sku, fmtAudit(a))
+		}
+	}
+	if t.Failed() {
+		return
+	}
+	var answers []string
+	for k, n := range h.Stats.Answers {
+		if strings.HasPrefix(k, "buy") {
+			answers = append(answers, fmt.Sprintf("%s×%d", k, n))
+		}
+	}
+	t.Logf("%d operations, %d switches; buys answered %v", h.Stats.Ops, len(h.Annotations), answers)
+}
