@@ -68,9 +68,20 @@ func runMode(ctx context.Context, a *api, cfg Config, mode string, progress Prog
 	}); err != nil {
 		return Row{}, fmt.Errorf("reset the products on %s: %w", admin, err)
 	}
+	// The mode is the fleet's: one switch through any replica switches them all; each target is
+	// then asked, so that a target of another fleet is found before it skews the row.
+	if _, err := a.do(ctx, http.MethodPut, admin+"/admin/lock-mode", map[string]string{"mode": mode}, nil, a.adminHeader()); err != nil {
+		return Row{}, fmt.Errorf("switch the fleet to %s through %s: %w", mode, admin, err)
+	}
 	for _, t := range cfg.Targets {
-		if _, err := a.do(ctx, http.MethodPut, t+"/admin/lock-mode", map[string]string{"mode": mode}, nil, a.adminHeader()); err != nil {
-			return Row{}, fmt.Errorf("switch %s to %s: %w", t, mode, err)
+		var got struct {
+			Mode string `json:"mode"`
+		}
+		if _, err := a.do(ctx, http.MethodGet, t+"/admin/lock-mode", nil, &got, a.adminHeader()); err != nil {
+			return Row{}, fmt.Errorf("read the mode of %s: %w", t, err)
+		}
+		if got.Mode != mode {
+			return Row{}, fmt.Errorf("%s runs %s after the fleet was switched to %s through %s: it is in another fleet (FLEET)", t, got.Mode, mode, admin)
 		}
 	}
 

@@ -28,10 +28,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "locks" {
 		return runLocks(ctx, args[1:], stdout, stderr)
 	}
+	if len(args) > 0 && args[0] == "switches" {
+		return runSwitches(ctx, args[1:], stdout, stderr)
+	}
 	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: loadtest [flags]\n       loadtest locks [flags]   (the ZooKeeper lock recipes side by side, no HTTP; -h for its flags)\n\nCompares lock modes on a set of order replicas over HTTP.\n\nflags:")
+		fmt.Fprintln(stderr, "usage: loadtest [flags]\n       loadtest locks [flags]   (the ZooKeeper lock recipes side by side, no HTTP; -h for its flags)\n       loadtest switches [flags]   (the fleet's lock-mode switches timed under load; -h for its flags)\n\nCompares lock modes on a set of order replicas over HTTP.\n\nflags:")
 		fs.PrintDefaults()
 	}
 	adminDefault := os.Getenv("ADMIN_TOKEN")

@@ -313,3 +313,31 @@ func TestLocksSubcommand(t *testing.T) {
 		t.Fatalf("unknown variant: exit %d", code)
 	}
 }
+
+// loadtest switches: the fleet's mode switched under load through random replicas, each switch
+// timed; every switch is written (the final version counts them) and no update is lost.
+func TestSwitchesUnderLoad(t *testing.T) {
+	rs := ordertest.Start(t, 3, ordertest.Options{WorkDelay: 2 * time.Millisecond})
+	jsonPath := filepath.Join(t.TempDir(), "s.json")
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"switches", "-targets", targets(rs), "-n", "6", "-pause", "100ms", "-modes", "zk,db-cas,zk-batch",
+		"-admin-token", ordertest.AdminToken, "-json", jsonPath}, &stdout, &stderr)
+	t.Logf("table:\n%s", stdout.String())
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	var rep loadtest.SwitchReport
+	raw, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.FinalVersion != 6 || rep.Purchases == 0 || rep.MaxMS <= 0 || rep.Audit.LostUpdates != 0 {
+		t.Fatalf("report %+v: want 6 switches written, purchases made and none lost", rep)
+	}
+	if code := run(context.Background(), []string{"switches", "-modes", "zk"}, io.Discard, &stderr); code != 2 {
+		t.Fatalf("one mode to switch between: exit %d, want 2 (usage)", code)
+	}
+}
