@@ -72,7 +72,7 @@ func switchHistory(t *testing.T, rs []*replica, disrupt func(context.Context, in
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	h, err := lincheck.Record(ctx, lincheck.Config{Replicas: urls, AdminToken: "faults", SKUs: [2]string{"F-FLEET-A", "F-FLEET-B"},
-		Stock: 40, MaxQty: 2, Clients: 9, Pause: 20 * time.Millisecond, Duration: 60 * time.Second, MaxOps: 4000,
+		Stock: 40, MaxQty: 2, Clients: 9, Pause: 20 * time.Millisecond, Duration: 40 * time.Second, MaxOps: 4000,
 		RequestTimeout: 60 * time.Second, Switches: switchSequence, Disrupt: disrupt, Seed: 29})
 	if err != nil {
 		t.Fatalf("record: %v", err)

@@ -39,7 +39,7 @@ type Config struct {
 	// Mode, if set, is the lock mode the fleet is switched to before the history.
 	Mode string
 	// Switches are lock modes the fleet is switched to, one after another, during the history,
-	// evenly spaced over Duration, each through one replica drawn at random (a switch is the
+	// evenly spaced over Duration (the history lasts until the last is made), each through one replica drawn at random (a switch is the
 	// fleet's, whichever replica is asked).
 	Switches []string
 	// Disrupt, if set, runs right after each switch is asked for (and while it may still wait for
@@ -206,7 +206,8 @@ func Start(ctx context.Context, cfg Config) (*Recorder, error) {
 	return r, nil
 }
 
-// Wait waits for the history's duration, then stops the clients as Stop does.
+// Wait waits for the history's duration, and for the last of the switches (a switch waits for
+// the fleet, and a Disrupt beside it may take long), then stops the clients as Stop does.
 func (r *Recorder) Wait(ctx context.Context) (*History, error) {
 	if r.cfg.Duration > 0 {
 		select {
@@ -214,6 +215,12 @@ func (r *Recorder) Wait(ctx context.Context) (*History, error) {
 		case <-ctx.Done():
 		case <-r.clientsDone():
 		}
+	}
+	switched := make(chan struct{})
+	go func() { r.swWG.Wait(); close(switched) }()
+	select {
+	case <-switched:
+	case <-ctx.Done():
 	}
 	return r.Stop()
 }
