@@ -51,9 +51,13 @@ cmd_up() {
 		log "using the servers in ZK_SERVERS and MYSQL_DSN"
 		printf 'export ZK_SERVERS=%q\nexport MYSQL_DSN=%q\n' "$ZK_SERVERS" "$MYSQL_DSN" >"$dir/servers.env"
 		[ -z "${REDIS_ADDR:-}" ] || printf 'export REDIS_ADDR=%q\n' "$REDIS_ADDR" >>"$dir/servers.env"
+		# Servers shared with others (the tests') keep other fleets' modes: this demo's fleet is
+		# a fresh one unless FLEET names one.
+		printf 'export FLEET=%q\n' "${FLEET:-demo-$$-$RANDOM}" >>"$dir/servers.env"
 	else
 		"$ROOT/scripts/servers.sh" start "$dir/servers" --no-ensemble
 		cp "$dir/servers/env.sh" "$dir/servers.env"
+		printf 'export FLEET=%q\n' "${FLEET:-default}" >>"$dir/servers.env"
 	fi
 	# shellcheck disable=SC1091
 	. "$dir/servers.env"
@@ -81,7 +85,7 @@ start_replica() {
 	. "$dir/servers.env"
 	# setsid keeps a Ctrl-C in the terminal from reaching the replicas (the trap stops them); the
 	# process writes its own pid, as setsid may fork.
-	env HTTP_ADDR="127.0.0.1:${PORTS[$((i - 1))]}" REPLICA_ID="order$i" ZK_SERVERS="$ZK_SERVERS" MYSQL_DSN="$MYSQL_DSN" \
+	env HTTP_ADDR="127.0.0.1:${PORTS[$((i - 1))]}" REPLICA_ID="order$i" ZK_SERVERS="$ZK_SERVERS" MYSQL_DSN="$MYSQL_DSN" FLEET="${FLEET:-default}" \
 		ADMIN_TOKEN=demo WORK_DELAY="${DEMO_WORK_DELAY:-5ms}" ZK_SESSION_TIMEOUT="${DEMO_SESSION_TIMEOUT:-4s}" "$@" \
 		setsid bash -c 'echo $$ >"$1"; exec "$2"' _ "$dir/order$i.pid" "$dir/bin/orderd" >>"$dir/order$i.log" 2>&1 </dev/null &
 	for _ in $(seq 1 50); do [ -s "$dir/order$i.pid" ] && return 0; sleep 0.1; done
