@@ -100,8 +100,12 @@ func fleetOf(t *testing.T, dsn string) string {
 
 func (r *replica) start(extra ...string) {
 	r.t.Helper()
-	logPath := filepath.Join(r.t.TempDir(), r.name+".log")
-	f, err := os.Create(logPath)
+	logDir := r.t.TempDir()
+	if d := os.Getenv("FAULTS_LOG_DIR"); d != "" { // kept after the test, for reading a failure whole
+		logDir = d
+	}
+	logPath := filepath.Join(logDir, r.name+".log")
+	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		r.t.Fatal(err)
 	}

@@ -281,10 +281,7 @@ func (m *Member) waitIdle(ctx context.Context) error {
 // Close stops admitting (Enter answers ErrClosed), waits until the passes open have ended or ctx
 // ends, and leaves the fleet: its hold and its member node are deleted.
 func (m *Member) Close(ctx context.Context) error {
-	m.mu.Lock()
-	m.setPhaseLocked(closed, ErrClosed)
-	m.phase = closed
-	m.mu.Unlock()
+	m.setPhase(closed, ErrClosed)
 	err := m.waitIdle(ctx)
 	if err != nil {
 		err = fmt.Errorf("fleet: leave with work still open: %w", err)
@@ -367,6 +364,7 @@ func (m *Member) serveOnce() error {
 	m.mu.Lock()
 	if m.phase == closed {
 		m.mu.Unlock()
+		<-ctx.Done() // Close is waiting for the passes: hold on until it leaves
 		return nil
 	}
 	m.mode, m.hold = mode, hold
