@@ -507,6 +507,12 @@ func (r *Recorder) send(ctx context.Context, method, u, body string, admin bool,
 	for k, v := range hdr {
 		req.Header.Set(k, v)
 	}
+	// net/http resends a request that has an Idempotency-Key when its reused connection dies
+	// before the answer, if it can rewind the body. The resend's dial error would then say "not
+	// sent" of a request the replica had received and may have applied (a replica killed
+	// mid-purchase): the history would lose a sale. Without GetBody a request is resent only
+	// if none of its body was written, which is what notSent assumes.
+	req.GetBody = nil
 	resp, err := r.cfg.HTTPClient.Do(req)
 	if err != nil {
 		return 0, nil, err

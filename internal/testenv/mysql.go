@@ -3,6 +3,7 @@ package testenv
 import (
 	"database/sql"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 
@@ -33,6 +34,10 @@ func MySQLDatabase(t testing.TB) string {
 		t.Fatalf("create database %s: %v", name, err)
 	}
 	t.Cleanup(func() {
+		if os.Getenv("ZKSTOCK_KEEP_DB") != "" && t.Failed() { // kept for reading a failure's rows
+			t.Logf("database %s kept (ZKSTOCK_KEEP_DB)", name)
+			return
+		}
 		db, err := sql.Open("mysql", admin.FormatDSN())
 		if err != nil {
 			return
