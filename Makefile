@@ -17,7 +17,8 @@ FUZZ_CORPUS := order/testdata/fuzz/FuzzAPI
 check-go:
 	@GO=$(GO) scripts/check-go.sh
 
-## test: gofmt, go vet, docker-compose.yml check, then go test -race ./... against real servers
+## test: gofmt, go vet, docker-compose.yml check, then go test -race ./... against real servers;
+## needs root for apt-get (about ten Debian packages, about 640 MB, when missing), up to 20 minutes
 test: check-go lint compose-check
 	$(SERVERS) run -- $(GO) test -race -count=1 -timeout 20m ./...
 
@@ -83,7 +84,8 @@ syscalls-ab: check-go
 footprint: check-go
 	$(SERVERS) run --no-ensemble -- env FOOTPRINT_PURCHASES=100000 FOOTPRINT_SKUS=1000 $(GO) test -count=1 -timeout 30m -run TestFootprintIsFlat -v ./order
 
-## demo: three local replicas, loadtest none against zk, report in out/ (no Docker needed)
+## demo: three local replicas, loadtest none against zk, report in out/ (no Docker needed); installs
+## only the servers it runs and curl when missing (scripts/demo.sh packages)
 demo: check-go
 	scripts/demo.sh run $(DEMO_FLAGS)
 
