@@ -10,15 +10,21 @@ DEMO_FLAGS ?=
 FUZZTIME ?= 30s
 FUZZ_CORPUS := order/testdata/fuzz/FuzzAPI
 
-.PHONY: test test-faults lint compose-check compose-test screenshots footprint scale scale-ab syscalls-ab bench demo demo-up demo-down servers-start servers-stop help
+.PHONY: check-go test test-faults lint compose-check compose-test screenshots footprint scale scale-ab syscalls-ab bench demo demo-up demo-down servers-start servers-stop help
 
-## test: gofmt, go vet, docker-compose.yml check, then go test -race ./... against real servers
-test: lint compose-check
+## check-go: the Go toolchain is at least go.mod's version (1.26.8); every target below that
+## builds or tests depends on it and says what is missing
+check-go:
+	@GO=$(GO) scripts/check-go.sh
+
+## test: gofmt, go vet, docker-compose.yml check, then go test -race ./... against real servers;
+## needs root for apt-get (about ten Debian packages, about 640 MB, when missing), up to 20 minutes
+test: check-go lint compose-check
 	$(SERVERS) run -- $(GO) test -race -count=1 -timeout 20m ./...
 
 ## test-faults: the fault scenarios (processes killed, paused, cut off; ZooKeeper and MariaDB
 ## stopped) and a bounded fuzz run; the results table goes to out/reliability-table.md
-test-faults: lint
+test-faults: check-go lint
 	$(SERVERS) run -- env ZKSTOCK_FAULTS=1 $(GO) test -race -count=1 -timeout 30m -v ./faults
 	$(SERVERS) run --no-ensemble -- $(GO) test -run '^$$' -fuzz FuzzAPI -fuzztime $(FUZZTIME) ./order
 	@# keep what the fuzzer found as seed corpus, so that make test replays it
@@ -26,7 +32,7 @@ test-faults: lint
 	cp -n $$($(GO) env GOCACHE)/fuzz/github.com/zkstock/zkstock/order/FuzzAPI/* $(FUZZ_CORPUS)/ 2>/dev/null || true
 
 ## lint: gofmt and go vet
-lint:
+lint: check-go
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	$(GO) vet ./...
@@ -41,20 +47,20 @@ compose-check:
 ## compose-test: docker-compose.yml (and docker-compose.ensemble.yml) run and broken on the local
 ## Docker engine, with images built from Debian's packages (no registry needed): replicas killed,
 ## paused and cut off from ZooKeeper, the ZooKeeper leader killed; results in out/compose-results.md
-compose-test: compose-check
+compose-test: check-go compose-check
 	scripts/compose/test.sh
 
 ## screenshots: the live page (GET /) in headless Chromium during loads in modes none, zk and
 ## zk-herd, saved to docs/images/live-page-*.png for the tutorials, and Porcupine's visualization
 ## of a history in mode none, docs/images/porcupine-none.png (tutorial 9)
-screenshots:
+screenshots: check-go
 	scripts/ensure-tools.sh
 	$(SERVERS) run --no-ensemble -- env SCREENSHOT_DIR=$(CURDIR)/docs/images $(GO) test -count=1 -run 'TestLivePageInChromium|TestLinearizabilityPicture' -v ./order
 
 ## scale: purchases/s against 1, 10, 100 and 1000 SKUs (uniform and Zipf) for zk, zk-batch,
 ## db-forupdate, db-cas and redis-fenced, with a standalone ZooKeeper and the 3-node ensemble, next
 ## to the raw limits of the same servers; tables in out/scale.md, charts in docs/images
-scale:
+scale: check-go
 	$(SERVERS) run -- scripts/scale.sh
 
 ## scale-ab: git refs side by side on the same servers, alternated round after round
@@ -63,27 +69,28 @@ scale:
 ## out/scale-ab/summary.md
 AB_ROUNDS ?= 3
 AB_CONCURRENCY ?= 48
-scale-ab:
+scale-ab: check-go
 	$(if $(REFS),,$(error name the builds to compare: make scale-ab REFS="OLD NEW"))
 	$(SERVERS) run --no-ensemble -- env AB_ROUNDS=$(AB_ROUNDS) AB_CONCURRENCY=$(AB_CONCURRENCY) scripts/scale-ab.sh $(REFS)
 
 ## syscalls-ab: system calls, context switches and CPU per purchase of replicas, MariaDB and
 ## ZooKeeper (perf stat), git refs side by side (REFS="OLD NEW", AB_ROUNDS=2); out/syscalls-ab/summary.txt
-syscalls-ab:
+syscalls-ab: check-go
 	$(if $(REFS),,$(error name the builds to compare: make syscalls-ab REFS="OLD NEW"))
 	$(SERVERS) run --no-ensemble -- env AB_ROUNDS=$(if $(filter-out file,$(origin AB_ROUNDS)),$(AB_ROUNDS),2) scripts/syscalls-ab.sh $(REFS)
 
 ## footprint: 100,000 purchases over 1,000 SKUs in zk and zk-batch, then what they left behind
 ## (lock paths, watches, goroutines, live heap, batchers), measured against the idle values
-footprint:
+footprint: check-go
 	$(SERVERS) run --no-ensemble -- env FOOTPRINT_PURCHASES=100000 FOOTPRINT_SKUS=1000 $(GO) test -count=1 -timeout 30m -run TestFootprintIsFlat -v ./order
 
-## demo: three local replicas, loadtest none against zk, report in out/ (no Docker needed)
-demo:
+## demo: three local replicas, loadtest none against zk, report in out/ (no Docker needed); installs
+## only the servers it runs and curl when missing (scripts/demo.sh packages)
+demo: check-go
 	scripts/demo.sh run $(DEMO_FLAGS)
 
 ## demo-up / demo-down: keep the demo running for the tutorials (source .demo/env.sh)
-demo-up:
+demo-up: check-go
 	scripts/demo.sh up .demo
 demo-down:
 	scripts/demo.sh down .demo
@@ -93,7 +100,7 @@ demo-down:
 ## summed up by benchstat (raw lines in out/). BENCH_BEFORE=DIR (a git worktree of an earlier
 ## commit) adds that tree's dlock to every round, and a table of both against zk.Lock. ZK_JVM=server
 ## (here and for scale-ab) runs ZooKeeper's JVM as a server would, not as the tests start it
-bench:
+bench: check-go
 	@mkdir -p out
 	$(SERVERS) run --no-ensemble -- scripts/bench.sh $(BENCH_ROUNDS) $(BENCHTIME) out/bench-mutex.txt
 	$(GO) tool benchstat -col '/impl@(dlock zklock curator kazoo)' out/bench-mutex.txt

@@ -8,6 +8,9 @@
 #   scripts/demo.sh down DIR               stop what `up DIR` started
 #   scripts/demo.sh replica DIR N [VAR=value ...]
 #                                          (re)start replica N of a running demo, with extra settings
+#   scripts/demo.sh packages               print the Debian packages `up` installs when missing,
+#                                          one a line (the servers the demo runs, and curl; not the
+#                                          tests' JDK, Curator and kazoo), and change nothing
 #
 # With ZK_SERVERS and MYSQL_DSN already set, `up` uses those servers instead of starting its own.
 # DEMO_WORK_DELAY (default 5ms) is the replicas' simulated work inside the critical section.
@@ -15,6 +18,8 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PORTS=(8081 8082 8083)
+# The demo runs one ZooKeeper, MariaDB and Redis: not the tests' ensemble, nor their packages.
+SERVERS_FLAGS=(--no-ensemble --no-test-packages)
 
 usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0" >&2; exit 2; }
 
@@ -45,7 +50,9 @@ cmd_up() {
 		log "installing curl"
 		local sudo=()
 		[ "$(id -u)" -eq 0 ] || sudo=(sudo)
-		"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq curl >/dev/null || die "curl is needed"
+		# a fresh machine (a container, say) has no package lists yet
+		"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null || die "apt-get update failed; curl is needed"
+		"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends curl >/dev/null || die "curl is needed"
 	fi
 	if [ -n "${ZK_SERVERS:-}" ] && [ -n "${MYSQL_DSN:-}" ]; then
 		log "using the servers in ZK_SERVERS and MYSQL_DSN"
@@ -55,7 +62,7 @@ cmd_up() {
 		# a fresh one unless FLEET names one.
 		printf 'export FLEET=%q\n' "${FLEET:-demo-$$-$RANDOM}" >>"$dir/servers.env"
 	else
-		"$ROOT/scripts/servers.sh" start "$dir/servers" --no-ensemble
+		"$ROOT/scripts/servers.sh" start "$dir/servers" "${SERVERS_FLAGS[@]}"
 		cp "$dir/servers/env.sh" "$dir/servers.env"
 		printf 'export FLEET=%q\n' "${FLEET:-default}" >>"$dir/servers.env"
 	fi
@@ -150,5 +157,9 @@ up) [ $# -eq 2 ] || usage; cmd_up "$2" ;;
 down) [ $# -eq 2 ] || usage; cmd_down "$2" ;;
 run) shift; cmd_run "$@" ;;
 replica) [ $# -ge 3 ] || usage; shift; cmd_replica "$@" ;;
+packages)
+	echo curl
+	"$ROOT/scripts/servers.sh" packages "${SERVERS_FLAGS[@]}"
+	;;
 *) usage ;;
 esac

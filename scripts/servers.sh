@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
 # Throwaway ZooKeeper, MariaDB and Redis servers on free loopback ports, for tests and the local demo.
 #
-#   scripts/servers.sh start DIR [--no-ensemble]   start servers, write DIR/env.sh
+#   scripts/servers.sh start DIR [--no-ensemble] [--no-test-packages]
+#                                                  start servers, write DIR/env.sh
 #   scripts/servers.sh stop DIR                    stop them and remove DIR
-#   scripts/servers.sh run [--no-ensemble] -- CMD  start, run CMD with the servers' env, stop
+#   scripts/servers.sh run [--no-ensemble] [--no-test-packages] -- CMD
+#                                                  start, run CMD with the servers' env, stop
+#   scripts/servers.sh packages [--no-ensemble] [--no-test-packages]
+#                                                  print the Debian packages start installs when
+#                                                  missing, one a line, and change nothing
 #   scripts/servers.sh stop-server SERVER_DIR      stop one server (a ZK_DIR, a peer of
 #                                                  ZK_ENSEMBLE_DIRS, MYSQL_DIR or REDIS_DIR) for
 #                                                  fault tests
@@ -27,8 +32,9 @@
 # serial collector, 256 MB at most), which tests want. For measuring ZooKeeper's own limits; env.sh
 # records it, so that a server restarted with start-server runs as it did.
 #
-# Missing Debian packages (zookeeper, mariadb-server, redis-server, and the peer lock libraries
-# libcurator-recipes-java and python3-kazoo) are installed first.
+# Missing Debian packages (zookeeper, mariadb-server, a JRE and redis-server, and for the tests the
+# peer lock libraries libcurator-recipes-java and python3-kazoo and a JDK) are installed first;
+# --no-test-packages (what the demo passes) installs only the servers'.
 set -euo pipefail
 
 ZK_CP=/etc/zookeeper/conf:/usr/share/java/zookeeper.jar
@@ -43,17 +49,34 @@ ZK_JAVA_OPTS=("${zk_jvm[@]}" -Dzookeeper.admin.enableServer=false -Dznode.contai
 log() { printf 'servers: %s\n' "$*" >&2; }
 die() { log "$*"; exit 1; }
 
-need_packages() {
-	local missing=()
-	[ -f /usr/share/java/zookeeper.jar ] || missing+=(zookeeper)
-	command -v mariadbd >/dev/null 2>&1 || command -v mysqld >/dev/null 2>&1 || missing+=(mariadb-server)
-	command -v java >/dev/null 2>&1 || missing+=(default-jre-headless)
-	command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
-	# The peer libraries dlock is tested beside: Curator's jars (compiled against with javac) and
-	# kazoo for Debian's /usr/bin/python3.
-	[ -f /usr/share/java/curator-recipes.jar ] || missing+=(libcurator-recipes-java)
-	command -v javac >/dev/null 2>&1 || missing+=(default-jdk-headless)
-	[ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import kazoo' 2>/dev/null || missing+=(python3-kazoo)
+# The Debian packages: those the servers need (the demo runs them), and those only the tests need
+# (the peer lock libraries dlock is tested beside: Curator's jars, compiled against with javac, and
+# kazoo for Debian's /usr/bin/python3). --no-test-packages leaves the second set out.
+SERVER_PACKAGES=(zookeeper mariadb-server default-jre-headless redis-server)
+TEST_PACKAGES=(libcurator-recipes-java default-jdk-headless python3-kazoo)
+
+have_package() {
+	case $1 in
+	zookeeper) [ -f /usr/share/java/zookeeper.jar ] ;;
+	mariadb-server) command -v mariadbd >/dev/null 2>&1 || command -v mysqld >/dev/null 2>&1 ;;
+	default-jre-headless) command -v java >/dev/null 2>&1 ;;
+	redis-server) command -v redis-server >/dev/null 2>&1 ;;
+	libcurator-recipes-java) [ -f /usr/share/java/curator-recipes.jar ] ;;
+	default-jdk-headless) command -v javac >/dev/null 2>&1 ;;
+	python3-kazoo) [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import kazoo' 2>/dev/null ;;
+	*) return 1 ;;
+	esac
+}
+
+# wanted_packages TEST(1|0): every package start installs when missing, one a line.
+wanted_packages() {
+	printf '%s\n' "${SERVER_PACKAGES[@]}"
+	[ "$1" -eq 0 ] || printf '%s\n' "${TEST_PACKAGES[@]}"
+}
+
+need_packages() { # need_packages TEST(1|0)
+	local missing=() p
+	while IFS= read -r p; do have_package "$p" || missing+=("$p"); done < <(wanted_packages "$1")
 	[ ${#missing[@]} -eq 0 ] && return 0
 	log "installing ${missing[*]}"
 	local sudo=()
@@ -228,10 +251,17 @@ start_redis_server() {
 redis_ok() { [ "$(redis-cli -h 127.0.0.1 -p "$1" ping 2>/dev/null)" = PONG ]; }
 
 cmd_start() {
-	local dir=$1 ensemble=1
+	local dir=$1 ensemble=1 test_packages=1
 	shift
-	[ "${1:-}" = "--no-ensemble" ] && ensemble=0
-	need_packages
+	while [ $# -gt 0 ]; do
+		case $1 in
+		--no-ensemble) ensemble=0 ;;
+		--no-test-packages) test_packages=0 ;;
+		*) die "start: unknown flag $1" ;;
+		esac
+		shift
+	done
+	need_packages "$test_packages"
 	mkdir -p "$dir"
 	dir=$(cd "$dir" && pwd)
 	start_zk_standalone "$dir/zk"
@@ -320,6 +350,18 @@ usage() {
 case "${1:-}" in
 start) [ $# -ge 2 ] || usage; shift; cmd_start "$@" ;;
 stop) [ $# -eq 2 ] || usage; cmd_stop "$2" ;;
+packages)
+	shift
+	test_packages=1
+	for f in "$@"; do
+		case $f in
+		--no-ensemble) ;; # the same packages
+		--no-test-packages) test_packages=0 ;;
+		*) usage ;;
+		esac
+	done
+	wanted_packages "$test_packages"
+	;;
 run) shift; cmd_run "$@" ;;
 stop-server) [ $# -eq 2 ] || usage; stop_pidfile "$2/pid" ;;
 start-server)

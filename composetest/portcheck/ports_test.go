@@ -67,6 +67,14 @@ func (p published) loopback() bool {
 
 func composeConfig(t *testing.T, files ...string) map[string][]published {
 	t.Helper()
+	ports, _ := composeConfigEnv(t, nil, files...)
+	return ports
+}
+
+// composeConfigEnv is composeConfig with variables added to the environment docker-compose reads
+// the files with; it also returns each service's user.
+func composeConfigEnv(t *testing.T, env []string, files ...string) (map[string][]published, map[string]string) {
+	t.Helper()
 	if _, err := exec.LookPath("docker-compose"); err != nil {
 		if testenv.InCI() {
 			t.Fatal("docker-compose is not installed (scripts/ensure-tools.sh installs it)")
@@ -82,7 +90,7 @@ func composeConfig(t *testing.T, files ...string) map[string][]published {
 		args = append(args, "-f", filepath.Join(root, f))
 	}
 	cmd := exec.Command("docker-compose", append(args, "--profile", "loadtest", "config")...)
-	cmd.Env = append(os.Environ(), "COMPOSE_PROJECT_NAME=portcheck")
+	cmd.Env = append(append(os.Environ(), "COMPOSE_PROJECT_NAME=portcheck"), env...)
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("docker-compose config %v: %v", files, err)
@@ -90,16 +98,17 @@ func composeConfig(t *testing.T, files ...string) map[string][]published {
 	var cfg struct {
 		Services map[string]struct {
 			Ports []published `yaml:"ports"`
+			User  string      `yaml:"user"`
 		} `yaml:"services"`
 	}
 	if err := yaml.Unmarshal(out, &cfg); err != nil {
 		t.Fatalf("read docker-compose config %v: %v\n%s", files, err, out)
 	}
-	ports := map[string][]published{}
+	ports, users := map[string][]published{}, map[string]string{}
 	for name, s := range cfg.Services {
-		ports[name] = s.Ports
+		ports[name], users[name] = s.Ports, s.User
 	}
-	return ports
+	return ports, users
 }
 
 // TestInternalPortsOnLoopbackOnly: no database, cache or ZooKeeper port is published on all
@@ -132,5 +141,55 @@ func TestInternalPortsOnLoopbackOnly(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// hostPorts are the variables that move each published host port, with today's port as default.
+var hostPorts = []struct {
+	service, variable, def string
+}{
+	{"zookeeper", "ZK_HOST_PORT", "2181"},
+	{"mysql", "MYSQL_HOST_PORT", "3306"},
+	{"redis", "REDIS_HOST_PORT", "6379"},
+	{"order1", "ORDER1_HOST_PORT", "8081"},
+	{"order2", "ORDER2_HOST_PORT", "8082"},
+	{"order3", "ORDER3_HOST_PORT", "8083"},
+	{"zookeeper2", "ZK2_HOST_PORT", "2182"},
+	{"zookeeper3", "ZK3_HOST_PORT", "2183"},
+}
+
+// TestHostPortsSettable: a local MySQL, Redis or ZooKeeper on the default port need not collide
+// with the stack: every published host port follows its variable, keeps its interface, and is
+// today's port when the variable is unset. LOADTEST_USER picks who writes ./out (root by default).
+func TestHostPortsSettable(t *testing.T) {
+	files := []string{"docker-compose.yml", "docker-compose.ensemble.yml"}
+	env := []string{"LOADTEST_USER=1234:5678"}
+	for i, hp := range hostPorts {
+		env = append(env, fmt.Sprintf("%s=%d", hp.variable, 40001+i))
+	}
+	unset := []string{}
+	for _, hp := range hostPorts {
+		unset = append(unset, hp.variable+"=") // empty counts as unset with ${VAR:-default}
+	}
+	unset = append(unset, "LOADTEST_USER=")
+	defaults, defaultUsers := composeConfigEnv(t, unset, files...)
+	moved, movedUsers := composeConfigEnv(t, env, files...)
+	for i, hp := range hostPorts {
+		want := strconv.Itoa(40001 + i)
+		d, m := defaults[hp.service], moved[hp.service]
+		if len(d) != 1 || d[0].Published != hp.def {
+			t.Errorf("%s with %s unset publishes %+v, want host port %s", hp.service, hp.variable, d, hp.def)
+		}
+		if len(m) != 1 || m[0].Published != want {
+			t.Errorf("%s with %s=%s publishes %+v, want host port %s", hp.service, hp.variable, want, m, want)
+			continue
+		}
+		if len(d) == 1 && (m[0].HostIP != d[0].HostIP || m[0].Target != d[0].Target) {
+			t.Errorf("%s: moving the host port changed the interface or the target: %+v, was %+v", hp.service, m[0], d[0])
+		}
+	}
+	if defaultUsers["loadtest"] != "root" || movedUsers["loadtest"] != "1234:5678" {
+		t.Errorf("loadtest runs as %q by default and %q with LOADTEST_USER=1234:5678; want root and 1234:5678",
+			defaultUsers["loadtest"], movedUsers["loadtest"])
 	}
 }
