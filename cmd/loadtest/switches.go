@@ -7,7 +7,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -61,8 +63,8 @@ func runSwitches(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	rep, err := loadtest.MeasureSwitches(ctx, cfg)
 	if rep != nil {
 		fmt.Fprintf(stdout, "| switches | median | p90 | longest | purchases | refused | oversold | lost updates |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n")
-		fmt.Fprintf(stdout, "| %d | %.1f ms | %.1f ms | %.1f ms | %d | %v | %d | %d |\n", len(rep.Switches), rep.MedianMS, rep.P90MS, rep.MaxMS,
-			rep.Purchases, rep.Refused, rep.Audit.Oversold, rep.Audit.LostUpdates)
+		fmt.Fprintf(stdout, "| %d | %.1f ms | %.1f ms | %.1f ms | %d | %s | %d | %d |\n", len(rep.Switches), rep.MedianMS, rep.P90MS, rep.MaxMS,
+			rep.Purchases, refusals(rep.Refused), rep.Audit.Oversold, rep.Audit.LostUpdates)
 		fmt.Fprintf(stdout, "command: loadtest switches %s\n", strings.Join(args, " "))
 		if *jsonOut != "" {
 			b, _ := json.MarshalIndent(rep, "", "  ")
@@ -77,4 +79,16 @@ func runSwitches(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		return 1
 	}
 	return 0
+}
+
+// refusals lists the answers other than 201 by count, "none" without any.
+func refusals(by map[string]int) string {
+	if len(by) == 0 {
+		return "none"
+	}
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(by)) {
+		parts = append(parts, fmt.Sprintf("%s ×%d", k, by[k]))
+	}
+	return strings.Join(parts, ", ")
 }
