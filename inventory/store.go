@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -19,6 +20,9 @@ import (
 type Store struct {
 	db    *gorm.DB
 	sqlDB *sql.DB // db's pool, for the hot path's fixed statements
+	// waitTimeout is the longest wait_timeout, in seconds, that a session of the pool reported
+	// (noteSession): CommitBound's, as the server applies it.
+	waitTimeout atomic.Int64
 }
 
 // PoolOptions size the connection pool.
@@ -116,6 +120,10 @@ func Open(ctx context.Context, dsn string, pool PoolOptions) (*Store, error) {
 		_ = s.Close()
 		return nil, err
 	}
+	if err := s.checkWaitTimeout(ctx); err != nil {
+		_ = s.Close()
+		return nil, err
+	}
 	if err := s.checkAutoIncrement(ctx); err != nil {
 		_ = s.Close()
 		return nil, err
@@ -125,6 +133,18 @@ func Open(ctx context.Context, dsn string, pool PoolOptions) (*Store, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// checkWaitTimeout reads wait_timeout back as the server applies it to the pool's sessions: the
+// DSN asks for commitIdleTimeout, but a server or a proxy in between may keep its own, and
+// CommitBound must count on the one in force. Every transaction reads its own session's again.
+func (s *Store) checkWaitTimeout(ctx context.Context) error {
+	var waitTimeout int64
+	if err := s.sqlDB.QueryRowContext(ctx, "SELECT @@SESSION.wait_timeout").Scan(&waitTimeout); err != nil {
+		return fmt.Errorf("inventory: read wait_timeout: %w", err)
+	}
+	s.noteSession(waitTimeout)
+	return nil
 }
 
 // ErrAutoIncrement: the database's auto_increment_increment is not 1; see Open.

@@ -69,6 +69,13 @@ func (s *Server) resolvePurchase(ctx context.Context, p inventory.Purchase, caus
 	if err != nil || !found {
 		return inventory.Result{}, fmt.Errorf("%w: %w", errOutcomeUnknown, errors.Join(cause, err))
 	}
+	if made, known := inventory.MadeBy(cause, res.Order.ID); known && !made {
+		// Where no lock keeps a retry out, the key's order may be a retry's, made after this
+		// attempt rolled back: answered as made here too, one sale would be counted twice.
+		log.Info("commit unanswered and not applied: the key's order was made by a retry", "order", res.Order.ID)
+		res.Replayed = true
+		return res, nil
+	}
 	log.Info("commit unanswered, but applied", "order", res.Order.ID)
 	res.Replayed = false // this request made it
 	return res, nil
@@ -86,9 +93,25 @@ func (s *Server) resolveCart(ctx context.Context, cart inventory.Cart, cause err
 	if err != nil || !found {
 		return inventory.CartResult{}, fmt.Errorf("%w: %w", errOutcomeUnknown, errors.Join(cause, err))
 	}
+	if made, known := madeAll(cause, res.Orders); known && !made {
+		log.Info("cart's commit unanswered and not applied: the key's orders were made by a retry", "orders", len(res.Orders))
+		res.Replayed = true // as for a purchase (resolvePurchase)
+		return res, nil
+	}
 	log.Info("cart's commit unanswered, but applied", "orders", len(res.Orders))
 	res.Replayed = false // this request made it
 	return res, nil
+}
+
+// madeAll says whether the unanswered attempt of cause made all of these orders; known is false
+// when cause does not say which it made.
+func madeAll(cause error, orders []inventory.Order) (made, known bool) {
+	for _, o := range orders {
+		if made, known := inventory.MadeBy(cause, o.ID); !known || !made {
+			return false, known
+		}
+	}
+	return len(orders) > 0, len(orders) > 0
 }
 
 // resolveCancel learns whether a cancellation whose COMMIT went unanswered took effect.

@@ -1,10 +1,13 @@
 package order_test
 
 import (
+	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/zkstock/zkstock/internal/ordertest"
 	"github.com/zkstock/zkstock/internal/tcpproxy"
 	"github.com/zkstock/zkstock/internal/testenv"
 	"github.com/zkstock/zkstock/order"
@@ -47,4 +50,69 @@ func TestHerdSessionWaitersLeaveAtTheirTimeout(t *testing.T) {
 	if a := auditOf(t, r, sku); a.Orders != 0 || a.Stock != 10 {
 		t.Fatalf("purchases without a lock changed stock: %+v", a)
 	}
+}
+
+// A lockless mode's purchase whose COMMIT never reached the server (rolled back), retried under
+// its key on another replica while the first could not ask the database: the retry sells, and the
+// first one's resolver, finding the key's order, must not take it for its own. It answered 201 as
+// well, and the one sale was counted as created twice.
+func TestRetriedKeyIsNotCreatedTwice(t *testing.T) {
+	for _, mode := range []order.LockMode{order.ModeDBForUpdate, order.ModeDBCAS, order.ModeNone} {
+		t.Run(string(mode), func(t *testing.T) {
+			dsn := testenv.MySQLDatabase(t)
+			proxy, proxied := tcpproxy.ProxiedDSN(t, dsn, nil)
+			first := ordertest.Start(t, 1, ordertest.Options{Mode: mode, DSN: proxied})[0]
+			retry := ordertest.Start(t, 1, ordertest.Options{Mode: mode, DSN: dsn, FirstNumber: 2})[0]
+			const sku, key = "REVIEW-RETRY", "K-RETRIED"
+			resetStock(t, retry, sku, 10)
+			fired := proxy.DropQueryAndHold(isCommit)
+			answers := make(chan reply, 1)
+			go func() { answers <- buy(t, first, sku, 1, key) }()
+			select {
+			case <-fired: // rolled back; the first replica cannot reach the database until Restore
+			case one := <-answers:
+				t.Fatalf("first purchase answered before its COMMIT was dropped: %d %s", one.status, one.raw)
+			}
+			two := buy(t, retry, sku, 1, key)
+			proxy.Restore()
+			one := <-answers
+			if two.status != 201 {
+				t.Fatalf("the retry: %d %s, want 201", two.status, two.raw)
+			}
+			if one.status == 201 {
+				t.Fatalf("the first purchase, rolled back, answered 201 %s as well as its retry: one sale answered as made twice", one.raw)
+			}
+			if one.status != 200 && one.code() != "outcome_unknown" {
+				t.Fatalf("the first purchase: %d %s, want 200 (the key's order, made by the retry) or outcome_unknown", one.status, one.raw)
+			}
+			if one.status == 200 && (one.body["replayed"] != true || one.orderID() != two.orderID()) {
+				t.Fatalf("the first purchase: %d %s, want the retry's order %d replayed", one.status, one.raw, two.orderID())
+			}
+			created := 0
+			for _, r := range []*replica{first, retry} {
+				created += metricValue(t, r, `zkstock_orders_total{result="created"}`)
+			}
+			if created != 1 {
+				t.Fatalf("%d purchases counted as created for one sale", created)
+			}
+			if a := auditOf(t, retry, sku); a.Orders != 1 || a.UnitsSold != 1 || a.Stock != 9 || a.LostUpdates != 0 {
+				t.Fatalf("audit %+v", a)
+			}
+		})
+	}
+}
+
+// metricValue reads one counter of a replica's metrics, 0 when it is absent.
+func metricValue(t *testing.T, r *replica, name string) int {
+	t.Helper()
+	for _, l := range strings.Split(call(t, "GET", r.URL+"/metrics", "").raw, "\n") {
+		if v, ok := strings.CutPrefix(l, name+" "); ok {
+			var n int
+			if _, err := fmt.Sscan(v, &n); err != nil {
+				t.Fatalf("metric %q: %v", l, err)
+			}
+			return n
+		}
+	}
+	return 0
 }
