@@ -39,9 +39,16 @@ func budget(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithDeadline(context.WithoutCancel(ctx), deadline)
 }
 
-// resolveKey asks, until resolveBudget is spent, whether the key's head order exists.
+// resolveKey asks, until resolveBudget is spent, whether the key's head order exists. It ends the
+// unanswered transaction first: a COMMIT stuck executing on the server (behind BACKUP STAGE
+// BLOCK_COMMIT, say) would otherwise block the locking read past the budget, and apply whenever
+// it is let through, however long after it was sent.
 func (s *Server) resolveKey(ctx context.Context, key string, cause error) (context.Context, context.CancelFunc, error) {
 	ctx, cancel := budget(ctx)
+	if conn := inventory.UnansweredConn(cause); conn != 0 {
+		// On failure the look-ups below still decide whenever the transaction has ended.
+		_ = s.store.EndTransaction(ctx, conn)
+	}
 	for {
 		_, found, err := s.store.ResolveRequest(ctx, key)
 		switch {
@@ -118,6 +125,9 @@ func madeAll(cause error, orders []inventory.Order) (made, known bool) {
 func (s *Server) resolveCancel(ctx context.Context, id int64, cause error, log requestLog) (inventory.CancelResult, error) {
 	ctx, cancel := budget(ctx)
 	defer cancel()
+	if conn := inventory.UnansweredConn(cause); conn != 0 {
+		_ = s.store.EndTransaction(ctx, conn) // as resolveKey
+	}
 	for {
 		o, err := s.store.ResolveCancel(ctx, id)
 		switch {
