@@ -44,7 +44,7 @@ func (s *Store) AcquireTableLock(ctx context.Context, name string, ttl, interval
 	}
 	owner := hex.EncodeToString(b[:])
 	for {
-		now := time.Now().UTC()
+		now := s.now().UTC()
 		err := s.db.WithContext(ctx).Create(&TableLock{Name: name, Owner: owner, ExpiresAt: now.Add(ttl)}).Error
 		if err == nil {
 			return &HeldTableLock{s: s, name: name, owner: owner}, nil

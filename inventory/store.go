@@ -23,6 +23,8 @@ type Store struct {
 	// waitTimeout is the longest wait_timeout, in seconds, that a session of the pool reported
 	// (noteSession): CommitBound's, as the server applies it.
 	waitTimeout atomic.Int64
+	// now is this process's clock, for the times it stamps on rows; tests skew it.
+	now func() time.Time
 }
 
 // PoolOptions size the connection pool.
@@ -115,7 +117,7 @@ func Open(ctx context.Context, dsn string, pool PoolOptions) (*Store, error) {
 	// Retired before the server's wait_timeout ends them, so that a pooled connection is not
 	// found dead at its next use.
 	sqlDB.SetConnMaxIdleTime(commitIdleTimeout / 2)
-	s := &Store{db: db, sqlDB: sqlDB}
+	s := &Store{db: db, sqlDB: sqlDB, now: time.Now}
 	if err := s.Ping(ctx); err != nil {
 		_ = s.Close()
 		return nil, err
@@ -246,7 +248,7 @@ func (s *Store) Close() error {
 func (s *Store) Reset(ctx context.Context, sku string, stock int64) (Product, error) {
 	var p Product
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		now := time.Now().UTC()
+		now := s.now().UTC()
 		if err := tx.Exec(`INSERT INTO products (sku, stock, initial_stock, fence_token, updated_at) VALUES (?, ?, ?, 0, ?)
 			ON DUPLICATE KEY UPDATE stock = VALUES(stock), initial_stock = VALUES(initial_stock), updated_at = VALUES(updated_at)`,
 			sku, stock, stock, now).Error; err != nil {
