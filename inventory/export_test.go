@@ -17,4 +17,6 @@ func (s *Store) InsertLegacyCartForTest(ctx context.Context, c Cart) error {
 }
 
 // SkewClockForTest sets the store's process clock off by d, as another host's would be.
-func (s *Store) SkewClockForTest(d time.Duration) { s.now = func() time.Time { return time.Now().Add(d) } }
+func (s *Store) SkewClockForTest(d time.Duration) {
+	s.now = func() time.Time { return time.Now().Add(d) }
+}
