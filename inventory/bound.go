@@ -18,3 +18,7 @@ const commitIdleTimeout = 10 * time.Second
 func (s *Store) CommitBound() time.Duration {
 	return max(time.Duration(s.waitTimeout.Load())*time.Second, commitIdleTimeout) + time.Second
 }
+
+// ReadTimeout is the longest a connection waits for one statement's answer (the DSN's readTimeout,
+// or Open's default): a round trip of a transaction, its COMMIT's included, ends within it.
+func (s *Store) ReadTimeout() time.Duration { return s.readTimeout }

@@ -25,6 +25,8 @@ type Store struct {
 	waitTimeout atomic.Int64
 	// now is this process's clock, for the times it stamps on rows; tests skew it.
 	now func() time.Time
+	// readTimeout bounds the wait for one statement's answer on every connection.
+	readTimeout time.Duration
 }
 
 // PoolOptions size the connection pool.
@@ -117,7 +119,7 @@ func Open(ctx context.Context, dsn string, pool PoolOptions) (*Store, error) {
 	// Retired before the server's wait_timeout ends them, so that a pooled connection is not
 	// found dead at its next use.
 	sqlDB.SetConnMaxIdleTime(commitIdleTimeout / 2)
-	s := &Store{db: db, sqlDB: sqlDB, now: time.Now}
+	s := &Store{db: db, sqlDB: sqlDB, now: time.Now, readTimeout: cfg.ReadTimeout}
 	if err := s.Ping(ctx); err != nil {
 		_ = s.Close()
 		return nil, err

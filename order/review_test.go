@@ -3,6 +3,7 @@ package order_test
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -219,4 +220,47 @@ func waitForStuckCommit(t *testing.T, db *sql.DB) {
 		}
 	}
 	t.Fatal("no COMMIT waited for the backup lock within 10 s")
+}
+
+// A table lock's TTL must outlast the longest hold of a live holder, or a waiter takes over a lock
+// still held and its plain read misses the holder's write. It was 30 s: a holder with the work
+// WORK_DELAY allows (8 s), whose COMMIT went unanswered for the read timeout (10 s) and then
+// settled for CommitBound (11 s), released at 31 s or later. The TTL is derived from those now.
+func TestTableLockOutlastsTheLongestHold(t *testing.T) {
+	const work, readTimeout = 8 * time.Second, 10 * time.Second
+	dsn := testenv.MySQLDatabase(t)
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ReadTimeout = readTimeout
+	r := newCluster(t, 1, clusterOpts{Mode: order.ModeDBLockTable, DSN: cfg.FormatDSN(), WorkDelay: work})[0]
+	const sku = "REVIEW-TTL"
+	resetStock(t, r, sku, 10)
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	answer := make(chan reply, 1)
+	go func() { answer <- buy(t, r, sku, 1, "") }()
+	var left time.Duration
+	for deadline := time.Now().Add(work); ; time.Sleep(10 * time.Millisecond) {
+		var us int64
+		err := db.QueryRow("SELECT TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at) FROM table_locks WHERE name = ?", "sku:"+sku).Scan(&us)
+		if err == nil {
+			left = time.Duration(us) * time.Microsecond
+			break
+		}
+		if !errors.Is(err, sql.ErrNoRows) || time.Now().After(deadline) {
+			t.Fatalf("the holder's lock row: %v", err)
+		}
+	}
+	if hold := work + readTimeout + r.Store.CommitBound() + 2*time.Second; left < hold {
+		t.Errorf("the lock row, just taken, expires in %v; a holder may hold it %v (work, COMMIT unanswered, commit bound, release)",
+			left.Round(time.Millisecond), hold)
+	}
+	if rep := <-answer; rep.status != 201 {
+		t.Fatalf("purchase: %d %s", rep.status, rep.raw)
+	}
 }
