@@ -45,10 +45,8 @@ func budget(ctx context.Context) (context.Context, context.CancelFunc) {
 // it is let through, however long after it was sent.
 func (s *Server) resolveKey(ctx context.Context, key string, cause error) (context.Context, context.CancelFunc, error) {
 	ctx, cancel := budget(ctx)
-	if conn := inventory.UnansweredConn(cause); conn != 0 {
-		// On failure the look-ups below still decide whenever the transaction has ended.
-		_ = s.store.EndTransaction(ctx, conn)
-	}
+	// On failure the look-ups below still decide, once the transaction has ended.
+	ended := endTransaction(ctx, s.store, cause)
 	for {
 		_, found, err := s.store.ResolveRequest(ctx, key)
 		switch {
@@ -59,10 +57,23 @@ func (s *Server) resolveKey(ctx context.Context, key string, cause error) (conte
 		}
 		select {
 		case <-ctx.Done():
-			return ctx, cancel, fmt.Errorf("%w: %w (and the look-up: %w)", errOutcomeUnknown, cause, err)
+			return ctx, cancel, fmt.Errorf("%w: %w (and the look-up: %w)", errOutcomeUnknown, cause, errors.Join(ended, err))
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// endTransaction ends the transaction whose COMMIT went unanswered in cause, when cause names its
+// connection, and says why it could not.
+func endTransaction(ctx context.Context, store *inventory.Store, cause error) error {
+	conn := inventory.UnansweredConn(cause)
+	if conn == 0 {
+		return nil
+	}
+	if err := store.EndTransaction(ctx, conn); err != nil {
+		return fmt.Errorf("end the transaction: %w", err)
+	}
+	return nil
 }
 
 // resolvePurchase learns what became of a purchase whose COMMIT went unanswered.
@@ -125,9 +136,7 @@ func madeAll(cause error, orders []inventory.Order) (made, known bool) {
 func (s *Server) resolveCancel(ctx context.Context, id int64, cause error, log requestLog) (inventory.CancelResult, error) {
 	ctx, cancel := budget(ctx)
 	defer cancel()
-	if conn := inventory.UnansweredConn(cause); conn != 0 {
-		_ = s.store.EndTransaction(ctx, conn) // as resolveKey
-	}
+	ended := endTransaction(ctx, s.store, cause) // as resolveKey
 	for {
 		o, err := s.store.ResolveCancel(ctx, id)
 		switch {
@@ -143,7 +152,7 @@ func (s *Server) resolveCancel(ctx context.Context, id int64, cause error, log r
 		}
 		select {
 		case <-ctx.Done():
-			return inventory.CancelResult{}, fmt.Errorf("%w: %w (and the look-up: %w)", errOutcomeUnknown, cause, err)
+			return inventory.CancelResult{}, fmt.Errorf("%w: %w (and the look-up: %w)", errOutcomeUnknown, cause, errors.Join(ended, err))
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
