@@ -90,6 +90,10 @@ func (s *Server) herdClient(ctx context.Context) (*teaching.Client, error) {
 		}
 		opening := s.herdOpening
 		if opening == nil {
+			if err := ctx.Err(); err != nil { // woken by a failed opening as its own wait ended
+				s.herdMu.Unlock()
+				return nil, fmt.Errorf("zk-herd session: %w", err)
+			}
 			done := make(chan struct{})
 			s.herdOpening = done
 			s.herdMu.Unlock()
