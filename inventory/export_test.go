@@ -1,6 +1,9 @@
 package inventory
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // InsertLegacyCartForTest records a cart's orders as the service did before heads and digests:
 // every item under KEY#SKU.
@@ -11,4 +14,9 @@ func (s *Store) InsertLegacyCartForTest(ctx context.Context, c Cart) error {
 		orders[i] = Order{SKU: it.SKU, Qty: it.Qty, Replica: "legacy", RequestID: &key}
 	}
 	return s.db.WithContext(ctx).Create(&orders).Error
+}
+
+// SkewClockForTest sets the store's process clock off by d, as another host's would be.
+func (s *Store) SkewClockForTest(d time.Duration) {
+	s.now = func() time.Time { return time.Now().Add(d) }
 }

@@ -36,7 +36,9 @@ type HeldTableLock struct {
 }
 
 // AcquireTableLock polls every interval until it inserts the lock row, takes over an expired
-// one, or ctx ends.
+// one, or ctx ends. The expiry is written and judged with the database's clock (UTC_TIMESTAMP, in
+// the statements), never a replica's: replicas' clocks disagree, and a waiter whose clock ran
+// ahead of the holder's would take over a lock still held.
 func (s *Store) AcquireTableLock(ctx context.Context, name string, ttl, interval time.Duration) (*HeldTableLock, error) {
 	var b [8]byte
 	if _, err := rand.Read(b[:]); err != nil {
@@ -44,8 +46,8 @@ func (s *Store) AcquireTableLock(ctx context.Context, name string, ttl, interval
 	}
 	owner := hex.EncodeToString(b[:])
 	for {
-		now := time.Now().UTC()
-		err := s.db.WithContext(ctx).Create(&TableLock{Name: name, Owner: owner, ExpiresAt: now.Add(ttl)}).Error
+		err := s.db.WithContext(ctx).Exec("INSERT INTO table_locks (name, owner, expires_at) VALUES (?, ?, TIMESTAMPADD(MICROSECOND, ?, UTC_TIMESTAMP(6)))",
+			name, owner, ttl.Microseconds()).Error
 		if err == nil {
 			return &HeldTableLock{s: s, name: name, owner: owner}, nil
 		}
@@ -55,10 +57,14 @@ func (s *Store) AcquireTableLock(ctx context.Context, name string, ttl, interval
 		case errors.Is(err, gorm.ErrDuplicatedKey), isLockConflict(err):
 			// Someone holds it. Only when their time is up is their row taken away: a plain read
 			// first, so that waiters do not lock the holder's row while it is still valid.
-			var held TableLock
-			rerr := s.db.WithContext(ctx).Where("name = ?", name).Take(&held).Error
-			if rerr == nil && held.ExpiresAt.Before(now) {
-				derr := s.db.WithContext(ctx).Where("name = ? AND owner = ? AND expires_at < ?", name, held.Owner, now).Delete(&TableLock{}).Error
+			var held struct {
+				Owner   string
+				Expired bool
+			}
+			rerr := s.db.WithContext(ctx).Raw("SELECT owner, expires_at < UTC_TIMESTAMP(6) AS expired FROM table_locks WHERE name = ?", name).
+				Scan(&held).Error
+			if rerr == nil && held.Expired {
+				derr := s.db.WithContext(ctx).Exec("DELETE FROM table_locks WHERE name = ? AND owner = ? AND expires_at < UTC_TIMESTAMP(6)", name, held.Owner).Error
 				if derr != nil && ctx.Err() == nil && !isLockConflict(derr) {
 					return nil, fmt.Errorf("inventory: table lock %s: %w", name, derr)
 				}

@@ -44,7 +44,7 @@ func (s *Store) sellPipelined(ctx context.Context, sl sale, mode Mode, hooks Hoo
 	if err != nil {
 		return nil, nil, false, fmt.Errorf("connection: %w", err)
 	}
-	c := &saleConn{conn: conn}
+	c := &saleConn{conn: conn, store: s}
 	defer c.end() // on every path but a COMMIT handed off: that one ends the transaction itself
 
 	stock, known, err := c.claimAndRead(ctx, l.sku, sl, mode)
@@ -84,7 +84,7 @@ func (s *Store) sellPipelined(ctx context.Context, sl sale, mode Mode, hooks Hoo
 	}
 	c.handedOff = true
 	if _, err := awaitCommit(ctx, func() (struct{}, error) { return struct{}{}, c.commit(ctx) }); err != nil {
-		return nil, nil, false, err
+		return nil, nil, false, withOrders(unanswered(err, c.id), []Order{o})
 	}
 	return []Order{o}, map[string]int64{l.sku: stock - l.take}, false, nil
 }
@@ -101,9 +101,11 @@ func (s *Store) replay(ctx context.Context, req keyedRequest) ([]Order, map[stri
 // saleConn is the connection of one sale and the state of its transaction.
 type saleConn struct {
 	conn      *sql.Conn
-	open      bool // START TRANSACTION may have run and no COMMIT or ROLLBACK has ended it
-	unsure    bool // the connection's state is not known: discard it
-	handedOff bool // the COMMIT owns the connection now, and ends it (commit)
+	store     *Store
+	id        int64 // the server's CONNECTION_ID(), read in the first round trip
+	open      bool  // START TRANSACTION may have run and no COMMIT or ROLLBACK has ended it
+	unsure    bool  // the connection's state is not known: discard it
+	handedOff bool  // the COMMIT owns the connection now, and ends it (commit)
 	ended     bool
 }
 
@@ -122,11 +124,11 @@ func (c *saleConn) claimAndRead(ctx context.Context, sku string, sl sale, mode M
 		matched = "ROW_COUNT()" // the claim's: the statement just before
 	}
 	key := sql.NullString{String: sl.req.key, Valid: !sl.newKey} // NULL matches no order: nothing to look up
-	q += "SELECT " + matched + ", " + stockAndKeyColumns
+	q += "SELECT " + matched + ", " + sessionColumns + ", " + stockAndKeyColumns
 	args = append(args, key, sku)
 	c.open, c.unsure = true, true
-	var claimed int64
-	err = c.conn.QueryRowContext(ctx, q, args...).Scan(&claimed, &stock, &known)
+	var claimed, waitTimeout int64
+	err = c.conn.QueryRowContext(ctx, q, args...).Scan(&claimed, &c.id, &waitTimeout, &stock, &known)
 	c.answered(err)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
@@ -136,6 +138,7 @@ func (c *saleConn) claimAndRead(ctx context.Context, sku string, sl sale, mode M
 	case claimed != 1:
 		return 0, false, ErrStaleToken
 	}
+	c.store.noteSession(waitTimeout)
 	return stock, known, nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -19,6 +20,13 @@ import (
 type Store struct {
 	db    *gorm.DB
 	sqlDB *sql.DB // db's pool, for the hot path's fixed statements
+	// waitTimeout is the longest wait_timeout, in seconds, that a session of the pool reported
+	// (noteSession): CommitBound's, as the server applies it.
+	waitTimeout atomic.Int64
+	// now is this process's clock, for the times it stamps on rows; tests skew it.
+	now func() time.Time
+	// readTimeout bounds the wait for one statement's answer on every connection.
+	readTimeout time.Duration
 }
 
 // PoolOptions size the connection pool.
@@ -111,8 +119,12 @@ func Open(ctx context.Context, dsn string, pool PoolOptions) (*Store, error) {
 	// Retired before the server's wait_timeout ends them, so that a pooled connection is not
 	// found dead at its next use.
 	sqlDB.SetConnMaxIdleTime(commitIdleTimeout / 2)
-	s := &Store{db: db, sqlDB: sqlDB}
+	s := &Store{db: db, sqlDB: sqlDB, now: time.Now, readTimeout: cfg.ReadTimeout}
 	if err := s.Ping(ctx); err != nil {
+		_ = s.Close()
+		return nil, err
+	}
+	if err := s.checkWaitTimeout(ctx); err != nil {
 		_ = s.Close()
 		return nil, err
 	}
@@ -125,6 +137,18 @@ func Open(ctx context.Context, dsn string, pool PoolOptions) (*Store, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// checkWaitTimeout reads wait_timeout back as the server applies it to the pool's sessions: the
+// DSN asks for commitIdleTimeout, but a server or a proxy in between may keep its own, and
+// CommitBound must count on the one in force. Every transaction reads its own session's again.
+func (s *Store) checkWaitTimeout(ctx context.Context) error {
+	var waitTimeout int64
+	if err := s.sqlDB.QueryRowContext(ctx, "SELECT @@SESSION.wait_timeout").Scan(&waitTimeout); err != nil {
+		return fmt.Errorf("inventory: read wait_timeout: %w", err)
+	}
+	s.noteSession(waitTimeout)
+	return nil
 }
 
 // ErrAutoIncrement: the database's auto_increment_increment is not 1; see Open.
@@ -226,7 +250,7 @@ func (s *Store) Close() error {
 func (s *Store) Reset(ctx context.Context, sku string, stock int64) (Product, error) {
 	var p Product
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		now := time.Now().UTC()
+		now := s.now().UTC()
 		if err := tx.Exec(`INSERT INTO products (sku, stock, initial_stock, fence_token, updated_at) VALUES (?, ?, ?, 0, ?)
 			ON DUPLICATE KEY UPDATE stock = VALUES(stock), initial_stock = VALUES(initial_stock), updated_at = VALUES(updated_at)`,
 			sku, stock, stock, now).Error; err != nil {

@@ -29,7 +29,10 @@ func (s *Store) inTx(ctx context.Context, fn func(tx *gorm.DB) error) error {
 			_ = tx.Rollback() // fn panicked: roll back, and let the panic go on up
 		}
 	}()
-	err := fn(tx)
+	conn, err := s.readSession(tx)
+	if err == nil {
+		err = fn(tx)
+	}
 	finished = true
 	if err == nil {
 		err = timeToCommit(ctx)
@@ -41,7 +44,10 @@ func (s *Store) inTx(ctx context.Context, fn func(tx *gorm.DB) error) error {
 		}
 		return err
 	}
-	return commit(ctx, tx)
+	if err := commit(ctx, tx); err != nil {
+		return unanswered(err, conn)
+	}
+	return nil
 }
 
 // commit sends the COMMIT and waits for its answer, but not past ctx's deadline. The driver sends

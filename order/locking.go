@@ -74,9 +74,12 @@ func (s *Server) runOnce(ctx context.Context, lm lockMode, pass *fleet.Pass, sor
 
 // settle resolves an unanswered COMMIT while the locks are still held: released before, a later
 // holder's plain read could miss a COMMIT that applies after it and overwrite it (the lock modes
-// without a fence). When the outcome cannot be learnt within resolveBudget, the locks are kept
-// until the store's commit bound has passed since the COMMIT, after which it can no longer apply,
-// and the answer is outcome_unknown.
+// without a fence). The resolver ends the transaction before it asks (EndTransaction), so the
+// answer is nearly always known. When it is not, the locks are kept while the server still shows
+// the transaction's connection (a COMMIT stuck executing there can apply at any time, whatever
+// the bound), then asked again; and when the server cannot be asked either, until the store's
+// commit bound has passed since the COMMIT, after which a COMMIT not yet on the server can no
+// longer apply. The answer is outcome_unknown only then.
 func (s *Server) settle(ctx context.Context, ch change, err error, log requestLog) error {
 	if !errors.Is(err, inventory.ErrOutcomeUnknown) {
 		return err
@@ -84,6 +87,9 @@ func (s *Server) settle(ctx context.Context, ch change, err error, log requestLo
 	unanswered := time.Now() // the COMMIT was sent before this
 	log.Warn("commit unanswered: asking the database what became of it before the lock is released", "err", err)
 	rerr := ch.resolve(ctx, err)
+	if errors.Is(rerr, errOutcomeUnknown) && s.waitWhileAlive(ctx, inventory.UnansweredConn(err), log) {
+		rerr = ch.resolve(ctx, err)
+	}
 	if errors.Is(rerr, errOutcomeUnknown) {
 		wait := time.Until(unanswered.Add(s.store.CommitBound()))
 		log.Warn("outcome unknown: keeping the lock until the commit can no longer apply", "wait", wait.String())
@@ -92,6 +98,32 @@ func (s *Server) settle(ctx context.Context, ch change, err error, log requestLo
 		}
 	}
 	return rerr
+}
+
+// waitWhileAlive waits while the server shows the connection conn, on which a COMMIT went
+// unanswered, and says whether it saw it gone: then the transaction has ended, and its key's
+// orders are final. It gives up (false) when the server cannot be asked.
+func (s *Server) waitWhileAlive(ctx context.Context, conn int64, log requestLog) bool {
+	if conn == 0 {
+		return false
+	}
+	for since := time.Now(); ; {
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		alive, err := s.store.ConnectionAlive(actx, conn)
+		cancel()
+		switch {
+		case err != nil:
+			log.Warn("the unanswered transaction's connection could not be looked up", "err", err)
+			return false
+		case !alive:
+			return true
+		}
+		if time.Since(since) > resolveBudget {
+			log.Warn("the unanswered transaction is still alive on the server: keeping the lock", "conn", conn)
+			since = time.Now()
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 // release gives a lock back.

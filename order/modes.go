@@ -91,14 +91,30 @@ func (s *Server) herdLocks(ctx context.Context, skus []string) (holding, error) 
 	})
 }
 
-// tableLockTTL bounds how long a crashed holder of a table lock blocks the SKU. It outlasts the
-// longest hold of a live holder, the outcome bound of an unanswered commit included (settle).
-const tableLockTTL = 30 * time.Second
+// tableLockTTL bounds how long a crashed holder of the table locks of skus blocks them, and must
+// outlast the longest hold of a live holder, which nothing else ends: the wait for the locks of a
+// cart's later SKUs (LOCK_TIMEOUT), held while the first ones are; the work; the transaction's
+// round trips, its COMMIT's wait included, each within the store's read timeout; when the COMMIT
+// goes unanswered, settle's (two look-ups of the key around one look at the connection, or the
+// commit bound, the longer); the release. It follows the configuration and the database's
+// timeouts, not a constant. (A transaction the database still shows alive after its KILL keeps
+// the holder longer still: settle waits for it, past any TTL.)
+func (s *Server) tableLockTTL(skus int) time.Duration {
+	var others time.Duration
+	if skus > 1 {
+		others = s.cfg.LockTimeout
+	}
+	// BEGIN, the session's read, the key's look-up, a read and a write per SKU, the orders' insert
+	// and the COMMIT (a one-line sale sends fewer).
+	roundTrips := time.Duration(5 + 2*skus)
+	settling := max(s.store.CommitBound(), 2*resolveBudget+releaseTimeout)
+	return others + s.cfg.WorkDelay + roundTrips*s.store.ReadTimeout() + settling + releaseTimeout
+}
 
 // tableLocks is the database lock of the classic comparison, polled every 2 ms.
 func (s *Server) tableLocks(ctx context.Context, skus []string) (holding, error) {
 	return lockInOrder(ctx, skus, func(ctx context.Context, sku string) (heldLock, error) {
-		h, err := s.store.AcquireTableLock(ctx, "sku:"+sku, tableLockTTL, 2*time.Millisecond)
+		h, err := s.store.AcquireTableLock(ctx, "sku:"+sku, s.tableLockTTL(len(skus)), 2*time.Millisecond)
 		if err != nil {
 			return nil, err
 		}

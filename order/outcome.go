@@ -39,9 +39,14 @@ func budget(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithDeadline(context.WithoutCancel(ctx), deadline)
 }
 
-// resolveKey asks, until resolveBudget is spent, whether the key's head order exists.
+// resolveKey asks, until resolveBudget is spent, whether the key's head order exists. It ends the
+// unanswered transaction first: a COMMIT stuck executing on the server (behind BACKUP STAGE
+// BLOCK_COMMIT, say) would otherwise block the locking read past the budget, and apply whenever
+// it is let through, however long after it was sent.
 func (s *Server) resolveKey(ctx context.Context, key string, cause error) (context.Context, context.CancelFunc, error) {
 	ctx, cancel := budget(ctx)
+	// On failure the look-ups below still decide, once the transaction has ended.
+	ended := endTransaction(ctx, s.store, cause)
 	for {
 		_, found, err := s.store.ResolveRequest(ctx, key)
 		switch {
@@ -52,10 +57,23 @@ func (s *Server) resolveKey(ctx context.Context, key string, cause error) (conte
 		}
 		select {
 		case <-ctx.Done():
-			return ctx, cancel, fmt.Errorf("%w: %w (and the look-up: %w)", errOutcomeUnknown, cause, err)
+			return ctx, cancel, fmt.Errorf("%w: %w (and the look-up: %w)", errOutcomeUnknown, cause, errors.Join(ended, err))
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// endTransaction ends the transaction whose COMMIT went unanswered in cause, when cause names its
+// connection, and says why it could not.
+func endTransaction(ctx context.Context, store *inventory.Store, cause error) error {
+	conn := inventory.UnansweredConn(cause)
+	if conn == 0 {
+		return nil
+	}
+	if err := store.EndTransaction(ctx, conn); err != nil {
+		return fmt.Errorf("end the transaction: %w", err)
+	}
+	return nil
 }
 
 // resolvePurchase learns what became of a purchase whose COMMIT went unanswered.
@@ -68,6 +86,13 @@ func (s *Server) resolvePurchase(ctx context.Context, p inventory.Purchase, caus
 	res, found, err := s.store.PurchaseByKey(ctx, p)
 	if err != nil || !found {
 		return inventory.Result{}, fmt.Errorf("%w: %w", errOutcomeUnknown, errors.Join(cause, err))
+	}
+	if made, known := inventory.MadeBy(cause, res.Order.ID); known && !made {
+		// Where no lock keeps a retry out, the key's order may be a retry's, made after this
+		// attempt rolled back: answered as made here too, one sale would be counted twice.
+		log.Info("commit unanswered and not applied: the key's order was made by a retry", "order", res.Order.ID)
+		res.Replayed = true
+		return res, nil
 	}
 	log.Info("commit unanswered, but applied", "order", res.Order.ID)
 	res.Replayed = false // this request made it
@@ -86,15 +111,32 @@ func (s *Server) resolveCart(ctx context.Context, cart inventory.Cart, cause err
 	if err != nil || !found {
 		return inventory.CartResult{}, fmt.Errorf("%w: %w", errOutcomeUnknown, errors.Join(cause, err))
 	}
+	if made, known := madeAll(cause, res.Orders); known && !made {
+		log.Info("cart's commit unanswered and not applied: the key's orders were made by a retry", "orders", len(res.Orders))
+		res.Replayed = true // as for a purchase (resolvePurchase)
+		return res, nil
+	}
 	log.Info("cart's commit unanswered, but applied", "orders", len(res.Orders))
 	res.Replayed = false // this request made it
 	return res, nil
+}
+
+// madeAll says whether the unanswered attempt of cause made all of these orders; known is false
+// when cause does not say which it made.
+func madeAll(cause error, orders []inventory.Order) (made, known bool) {
+	for _, o := range orders {
+		if made, known := inventory.MadeBy(cause, o.ID); !known || !made {
+			return false, known
+		}
+	}
+	return len(orders) > 0, len(orders) > 0
 }
 
 // resolveCancel learns whether a cancellation whose COMMIT went unanswered took effect.
 func (s *Server) resolveCancel(ctx context.Context, id int64, cause error, log requestLog) (inventory.CancelResult, error) {
 	ctx, cancel := budget(ctx)
 	defer cancel()
+	ended := endTransaction(ctx, s.store, cause) // as resolveKey
 	for {
 		o, err := s.store.ResolveCancel(ctx, id)
 		switch {
@@ -110,7 +152,7 @@ func (s *Server) resolveCancel(ctx context.Context, id int64, cause error, log r
 		}
 		select {
 		case <-ctx.Done():
-			return inventory.CancelResult{}, fmt.Errorf("%w: %w (and the look-up: %w)", errOutcomeUnknown, cause, err)
+			return inventory.CancelResult{}, fmt.Errorf("%w: %w (and the look-up: %w)", errOutcomeUnknown, cause, errors.Join(ended, err))
 		case <-time.After(200 * time.Millisecond):
 		}
 	}

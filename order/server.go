@@ -59,6 +59,8 @@ type Server struct {
 
 	herdMu sync.Mutex
 	herd   *teaching.Client // mode zk-herd's session, opened on first use
+	// herdOpening is closed when the opening of herd under way ends; nil when none is.
+	herdOpening chan struct{}
 
 	redisOnce sync.Once
 	redis     *redisLocks // the redis modes' client, opened on first use
@@ -70,18 +72,56 @@ type Server struct {
 }
 
 // herdClient is mode zk-herd's ZooKeeper session. The herd recipe is a teaching one, kept out of
-// dlock with a session of its own, opened the first time a replica sells in that mode.
+// dlock with a session of its own, opened the first time a replica sells in that mode. One caller
+// opens it; the others wait for that, each only until its own ctx ends: while ZooKeeper is
+// unreachable, a queue behind a lock held through the opening (and go-zookeeper's second to close
+// a session that never connected) answered the Nth purchase after about N seconds.
 func (s *Server) herdClient(ctx context.Context) (*teaching.Client, error) {
+	for {
+		s.herdMu.Lock()
+		if s.herd != nil {
+			c := s.herd
+			s.herdMu.Unlock()
+			return c, nil
+		}
+		opening := s.herdOpening
+		if opening == nil {
+			if err := ctx.Err(); err != nil { // woken by a failed opening as its own wait ended
+				s.herdMu.Unlock()
+				return nil, fmt.Errorf("zk-herd session: %w", err)
+			}
+			done := make(chan struct{})
+			s.herdOpening = done
+			s.herdMu.Unlock()
+			return s.openHerd(ctx, done)
+		}
+		s.herdMu.Unlock()
+		select {
+		case <-opening: // opened, or failed for its opener's reasons: look again
+		case <-ctx.Done():
+			return nil, fmt.Errorf("zk-herd session: %w", ctx.Err())
+		}
+	}
+}
+
+// openHerd opens the herd session for herdClient, and closes done when it is over.
+func (s *Server) openHerd(ctx context.Context, done chan struct{}) (*teaching.Client, error) {
+	c, err := teaching.Connect(ctx, s.cfg.ZKServers, s.cfg.ZKSessionTimeout, s.cfg.ReplicaID)
 	s.herdMu.Lock()
 	defer s.herdMu.Unlock()
-	if s.herd == nil {
-		c, err := teaching.Connect(ctx, s.cfg.ZKServers, s.cfg.ZKSessionTimeout, s.cfg.ReplicaID)
-		if err != nil {
-			return nil, err
-		}
-		s.herd = c
+	s.herdOpening = nil
+	close(done)
+	if err != nil {
+		return nil, fmt.Errorf("zk-herd session: %w", err)
 	}
-	return s.herd, nil
+	select {
+	case <-s.stop: // Close has run, and would not see this session to close it
+		_ = c.Close()
+		return nil, fmt.Errorf("zk-herd session: %w", errShuttingDown)
+	default:
+	}
+	s.herd = c
+	return c, nil
 }
 
 // Close leaves the fleet once the changes in flight have ended (new ones are refused with

@@ -149,6 +149,22 @@ func (p *Proxy) DropQuery(match func(query string) bool) {
 	p.arm(mySQLQuery(match), true, false, false)
 }
 
+// DropQueryAndHold is DropQuery, but every other connection is closed too and new ones are
+// refused until Restore: the server rolls the query's transaction back, and the client can learn
+// nothing of it until then. The returned channel closes when it fired.
+func (p *Proxy) DropQueryAndHold(match func(query string) bool) <-chan struct{} {
+	fired := make(chan struct{})
+	var once sync.Once
+	p.arm(func(frame []byte, index int) bool {
+		if !mySQLQuery(match)(frame, index) {
+			return false
+		}
+		once.Do(func() { close(fired) })
+		return true
+	}, true, true, true)
+	return fired
+}
+
 // BlackHoleQuery arms a MySQL proxy: the next text query that matches (COMMIT, say) is swallowed,
 // and from then on its connection is a black hole, as behind a dead route: both ends stay open,
 // nothing more passes either way, and neither end learns when the other closes. The server never
@@ -290,6 +306,9 @@ func (p *Proxy) forwardRequests(server, client net.Conn, closeBoth func(), repli
 		}
 		if fired && drop {
 			closeBoth()
+			if cutAll {
+				p.closeAllBut(nil)
+			}
 			return
 		}
 		if fired {
