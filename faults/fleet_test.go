@@ -3,7 +3,9 @@ package faults
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -36,7 +38,8 @@ func TestReplicaRestartedDuringASwitch(t *testing.T) {
 		return fmt.Sprintf("%s killed (kill -9) and started again with LOCK_MODE=none", r.name), nil
 	})
 	judgeHistory(t, "switching, replicas restarted", h)
-	checkFleetAudit(t, dsn, h)
+	checkFleetAudit(t, dsn, h, "13. replica restarted during a switch",
+		"the fleet's mode switched 10 times through random replicas under 9 clients; beside each switch a replica killed (`kill -9`) and started again with LOCK_MODE=none")
 }
 
 func TestReplicaCutOffFromZooKeeperDuringASwitch(t *testing.T) {
@@ -58,7 +61,8 @@ func TestReplicaCutOffFromZooKeeperDuringASwitch(t *testing.T) {
 		return "order3 cut off from ZooKeeper (black hole) for 6 s", nil
 	})
 	judgeHistory(t, "switching, a replica cut off", h)
-	checkFleetAudit(t, dsn, h)
+	checkFleetAudit(t, dsn, h, "14. replica cut off from ZooKeeper during a switch",
+		"the fleet's mode switched 10 times through random replicas under 9 clients; beside every third switch order3's ZooKeeper connection black-holed for 6 s (session 4 s)")
 }
 
 // switchHistory records a history over rs while the fleet's mode goes through switchSequence,
@@ -88,10 +92,12 @@ func switchHistory(t *testing.T, rs []*replica, disrupt func(context.Context, in
 	return h
 }
 
-// checkFleetAudit: nothing oversold or lost on either product of the history.
-func checkFleetAudit(t *testing.T, dsn string, h *lincheck.History) {
+// checkFleetAudit: nothing oversold or lost on either product of the history; the row of the
+// reliability table says what the clients were answered.
+func checkFleetAudit(t *testing.T, dsn string, h *lincheck.History, scenario, injected string) {
 	t.Helper()
 	store := openStore(t, dsn)
+	var audits []string
 	for _, sku := range h.SKUs {
 		a, err := store.Audit(context.Background(), sku)
 		if err != nil {
@@ -100,15 +106,19 @@ func checkFleetAudit(t *testing.T, dsn string, h *lincheck.History) {
 		if a.Oversold != 0 || a.LostUpdates != 0 {
 			t.Errorf("%s: %s", sku, fmtAudit(a))
 		}
-	}
-	if t.Failed() {
-		return
+		audits = append(audits, sku+": "+fmtAudit(a))
 	}
 	var answers []string
-	for k, n := range h.Stats.Answers {
-		if strings.HasPrefix(k, "buy") {
-			answers = append(answers, fmt.Sprintf("%s×%d", k, n))
+	for _, k := range slices.Sorted(maps.Keys(h.Stats.Answers)) {
+		if strings.HasPrefix(k, "buy") || strings.HasPrefix(k, "cart") {
+			answers = append(answers, fmt.Sprintf("%s ×%d", k, h.Stats.Answers[k]))
 		}
 	}
-	t.Logf("%d operations, %d switches; buys answered %v", h.Stats.Ops, len(h.Annotations), answers)
+	verdict := "linearizable (Porcupine)"
+	if t.Failed() {
+		verdict = "**not** linearizable, or the audit is off"
+	}
+	record(reliabilityRow{scenario, injected,
+		fmt.Sprintf("every switch waited for the changes in flight and went through; %d operations checked, %s; %s", h.Stats.Ops, verdict, strings.Join(answers, ", ")),
+		"—", strings.Join(audits, "; ")})
 }
