@@ -58,6 +58,7 @@ func TestCart(t *testing.T) {
 func TestBadCarts(t *testing.T) {
 	r := ordertest.Start(t, 1, ordertest.Options{})[0]
 	resetStock(t, r, "CART-C", 10)
+	held := r.Locks.Stats().Acquisitions // the fleet's barrier
 	twentyOne := make([]string, 21)
 	for i := range twentyOne {
 		twentyOne[i] = fmt.Sprintf(`{"sku":"CART-C%d","qty":1}`, i)
@@ -83,7 +84,7 @@ func TestBadCarts(t *testing.T) {
 	if a := auditOf(t, r, "CART-C"); a.Stock != 10 || a.Orders != 0 {
 		t.Fatalf("audit %+v", a)
 	}
-	if n := r.Locks.Stats().Acquisitions; n != 0 {
+	if n := r.Locks.Stats().Acquisitions - held; n != 0 {
 		t.Fatalf("bad carts took the lock %d times", n)
 	}
 }

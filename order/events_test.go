@@ -17,6 +17,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
+	"github.com/go-zookeeper/zk"
+
 	"github.com/zkstock/zkstock/dlock"
 	"github.com/zkstock/zkstock/internal/ordertest"
 	"github.com/zkstock/zkstock/internal/testenv"
@@ -381,7 +384,7 @@ func runReplica(t *testing.T, streams int) (url, dsn string, stop func() (time.D
 	addr := ln.Addr().String()
 	ln.Close()
 	dsn = testenv.MySQLDatabase(t)
-	cfg := order.Config{HTTPAddr: addr, ReplicaID: "run1", ZKServers: testenv.ZKServers(t), ZKSessionTimeout: 10 * time.Second,
+	cfg := order.Config{HTTPAddr: addr, ReplicaID: "run1", Fleet: fleetOfDSN(t, dsn), ZKServers: testenv.ZKServers(t), ZKSessionTimeout: 10 * time.Second,
 		MySQLDSN: dsn, LockMode: order.ModeZK, LockTimeout: 5 * time.Second, AdminToken: adminToken,
 		RedisAddr: os.Getenv("REDIS_ADDR"), RedisLockTTL: 3 * time.Second, EventStreams: streams}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -427,24 +430,39 @@ func runReplica(t *testing.T, streams int) (url, dsn string, stop func() (time.D
 	return url, dsn, stop
 }
 
-// bigEvents stocks sku and makes every event of the live page about 2 MB, by having 30,000
-// replicas announced until far in the future: a few events fill any socket buffer, so that a
-// reader that does not read blocks the stream's writes at once, as it would after a long while
-// with small events.
+// bigEvents stocks sku and makes every event of the live page about 2 MB, by adding four ghost
+// members to the replica's fleet in ZooKeeper, each saying at length why it does not serve: a few
+// events fill any socket buffer, so that a reader that does not read blocks the stream's writes at
+// once, as it would after a long while with small events.
 func bigEvents(t *testing.T, url, dsn, sku string) {
 	t.Helper()
 	if rep := call(t, "PUT", url+"/admin/products/"+sku, `{"stock":10}`, "Authorization", "Bearer "+adminToken); rep.status != 200 {
 		t.Fatalf("reset: %d %s", rep.status, rep.raw)
 	}
-	var stmts []string
-	for b := 0; b < 30; b++ {
-		var rows []string
-		for i := 0; i < 1000; i++ {
-			rows = append(rows, fmt.Sprintf("('ghost-replica-with-a-long-name-%05d','zk','2999-01-01')", b*1000+i))
-		}
-		stmts = append(stmts, "INSERT INTO replicas (id, mode, seen_at) VALUES "+strings.Join(rows, ","))
+	conn, _, err := zk.Connect(testenv.ZKServers(t), 10*time.Second, zk.WithLogInfo(false))
+	if err != nil {
+		t.Fatal(err)
 	}
-	testenv.Exec(t, dsn, stmts...)
+	t.Cleanup(conn.Close)
+	members := order.FleetRoot + "/" + fleetOfDSN(t, dsn) + "/members"
+	why := strings.Repeat("a ghost member that never serves; ", 500_000/34)
+	for i := range 4 {
+		data, _ := json.Marshal(map[string]any{"modes": []string{}, "serving": false, "why": why})
+		p := fmt.Sprintf("%s/ghost-%d", members, i)
+		if _, err := conn.Create(p, data, 0, zk.WorldACL(zk.PermAll)); err != nil {
+			t.Fatalf("ghost member %s: %v", p, err)
+		}
+		t.Cleanup(func() { _ = conn.Delete(p, -1) })
+	}
+}
+
+// fleetOfDSN is the fleet of a test's replicas on one database: the database's name.
+func fleetOfDSN(t *testing.T, dsn string) string {
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg.DBName
 }
 
 // stalledReader opens a stream and never reads it, with a small receive buffer.

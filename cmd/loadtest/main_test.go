@@ -100,11 +100,12 @@ func TestComparesNoneAndZK(t *testing.T) {
 	}
 }
 
-// A replica set that stays in mode none while claiming to switch: the check must catch it.
+// A replica set that stays in mode none while claiming to switch (and to run zk when asked): the
+// check must catch it.
 func TestFailsWhenALockedModeOversells(t *testing.T) {
 	liar := func(h http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.Method == http.MethodPut && r.URL.Path == "/admin/lock-mode" {
+			if r.URL.Path == "/admin/lock-mode" {
 				_, _ = io.Copy(io.Discard, r.Body)
 				w.Header().Set("Content-Type", "application/json")
 				_, _ = w.Write([]byte(`{"mode":"zk"}`))

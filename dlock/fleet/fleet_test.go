@@ -202,14 +202,50 @@ func TestSwitchThatCannotDrainGivesUpAndChangesNothing(t *testing.T) {
 	if !errors.Is(err, fleet.ErrSwitchTimeout) {
 		t.Fatalf("switch with a pass open past the bound = %v, want ErrSwitchTimeout", err)
 	}
-	p, err := a.Enter(ctxFor(t, 5*time.Second))
+	for _, m := range []member{a, b} {
+		// b, whose pass is still open, serves again too: the switch that waited is gone, and
+		// the mode cannot have changed under its hold.
+		p, err := m.Enter(ctxFor(t, 5*time.Second))
+		if err != nil {
+			t.Fatalf("after a failed switch a member does not serve again: %v", err)
+		}
+		if p.Mode().Name != "a" {
+			t.Errorf("mode %q after a failed switch, want a", p.Mode().Name)
+		}
+		p.Exit()
+	}
+	select {
+	case <-open.Lost():
+		t.Fatal("the open pass was lost by a switch that gave up")
+	default:
+	}
+}
+
+// A member that leaves with a pass still open (Close gave up waiting) revokes it before its hold
+// goes: a switch may go through at once, so the pass must no longer commit.
+func TestLeavingWithAPassOpenRevokesIt(t *testing.T) {
+	_, ms := fleetOf(t, 2)
+	open, err := ms[1].Enter(ctxFor(t, 5*time.Second))
 	if err != nil {
-		t.Fatalf("after a failed switch the member does not serve again: %v", err)
+		t.Fatal(err)
 	}
-	if p.Mode().Name != "a" {
-		t.Errorf("mode %q after a failed switch, want a", p.Mode().Name)
+	defer open.Exit()
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if err := ms[1].Close(ctx); err == nil {
+		t.Fatal("Close with a pass open past its bound did not say so")
 	}
-	p.Exit()
+	select {
+	case <-open.Lost():
+	default:
+		t.Fatal("a pass left open by a member that left is still valid")
+	}
+	if open.Context().Err() == nil {
+		t.Fatal("the pass's context is not cancelled")
+	}
+	if _, err := ms[0].Switch(ctxFor(t, 10*time.Second), "b", fleet.AnyVersion); err != nil {
+		t.Fatalf("switch after the member left: %v", err)
+	}
 }
 
 // A mode that a member cannot run is refused before the barrier, whoever is asked.
@@ -264,6 +300,9 @@ func TestMemberCutOffLosesItsPassAndRejoinsInTheNewMode(t *testing.T) {
 	}
 	if _, err := cut.Enter(ctxFor(t, time.Second)); !errors.Is(err, fleet.ErrNotMember) {
 		t.Fatalf("Enter on a cut-off member = %v, want ErrNotMember at once", err)
+	}
+	if err := cut.Status(); !errors.Is(err, fleet.ErrNotMember) {
+		t.Fatalf("Status of a cut-off member = %v, want ErrNotMember", err)
 	}
 	if err := <-switched; err != nil {
 		t.Fatalf("switch beside a cut-off member: %v", err)

@@ -91,7 +91,7 @@ type Member struct {
 	phase    phase
 	why      error         // rejoining: why; serving: nil, or why this member cannot run mode
 	mode     Mode          // read under hold
-	hold     *dlock.Lease  // the shared hold passes are admitted under
+	hold     *hold         // the shared hold passes are admitted under
 	wake     chan struct{} // closed and replaced whenever phase changes
 	inflight int
 	idle     chan struct{} // closed when inflight reaches zero, if someone waits for it
@@ -152,6 +152,11 @@ func (m *Member) Status() error {
 	defer m.mu.Unlock()
 	switch m.phase {
 	case serving:
+		select {
+		case <-m.hold.lost(): // judged now, as Enter judges it
+			return fmt.Errorf("%w: %w", ErrNotMember, context.Cause(m.hold.ctx))
+		default:
+		}
 		return m.why
 	case switching:
 		return ErrSwitching
@@ -168,23 +173,63 @@ func (m *Member) Mode() Mode {
 	return m.mode
 }
 
+// hold is one shared hold of the barrier as passes see it: gone when dlock says the lease is lost,
+// or when this member revokes it, which it does before it lets any hold go. Passes are waited
+// for before that, except when Close gives up waiting: a pass still open then can no longer
+// commit, since a switch may go through as soon as the hold's node is deleted.
+type hold struct {
+	lease   *dlock.Lease
+	revoked chan struct{}
+	revoke  func()
+	gone    chan struct{} // closed once the lease is lost or the hold revoked
+	ctx     context.Context
+}
+
+func newHold(l *dlock.Lease) *hold {
+	h := &hold{lease: l, revoked: make(chan struct{}), gone: make(chan struct{})}
+	h.revoke = sync.OnceFunc(func() { close(h.revoked) })
+	ctx, cancel := context.WithCancelCause(context.Background())
+	h.ctx = ctx
+	go func() { // one per hold, not per pass; it ends at the latest when the hold is released
+		select {
+		case <-l.Lost():
+			cancel(fmt.Errorf("%w: %w", ErrNotMember, l.Err()))
+		case <-h.revoked:
+			cancel(fmt.Errorf("%w: the member let its hold go", ErrNotMember))
+		}
+		close(h.gone)
+	}()
+	return h
+}
+
+// lost is closed when the hold can no longer be trusted, judged now as dlock judges its lease.
+func (h *hold) lost() <-chan struct{} {
+	select {
+	case <-h.lease.Lost():
+		return h.lease.Lost()
+	default:
+		return h.gone
+	}
+}
+
 // Pass is one admitted unit of work under the fleet's mode. Exit ends it; a switch waits for it.
 type Pass struct {
 	m    *Member
 	mode Mode
-	hold *dlock.Lease
+	hold *hold
 	once sync.Once
 }
 
 // Mode is the mode the work runs under.
 func (p *Pass) Mode() Mode { return p.mode }
 
-// Lost is closed when the hold the pass was admitted under can no longer be trusted: work that
-// has not committed by then must not.
-func (p *Pass) Lost() <-chan struct{} { return p.hold.Lost() }
+// Lost is closed when the hold the pass was admitted under can no longer be trusted (lost with
+// the session, or let go by a member that stopped waiting for the pass): work that has not
+// committed by then must not.
+func (p *Pass) Lost() <-chan struct{} { return p.hold.lost() }
 
-// Context is cancelled when the hold is lost.
-func (p *Pass) Context() context.Context { return p.hold.Context() }
+// Context is cancelled when the hold can no longer be trusted.
+func (p *Pass) Context() context.Context { return p.hold.ctx }
 
 // Exit ends the pass; a second call does nothing.
 func (p *Pass) Exit() {
@@ -210,9 +255,9 @@ func (m *Member) Enter(ctx context.Context) (*Pass, error) {
 		switch m.phase {
 		case serving:
 			select {
-			case <-m.hold.Lost(): // judged now: the watcher may not have run yet
+			case <-m.hold.lost(): // judged now: the watcher may not have run yet
 				m.mu.Unlock()
-				return nil, fmt.Errorf("%w: %w", ErrNotMember, m.hold.Err())
+				return nil, fmt.Errorf("%w: %w", ErrNotMember, context.Cause(m.hold.ctx))
 			default:
 			}
 			if m.why != nil {
@@ -327,6 +372,8 @@ const (
 	modeChanged               // the mode node changed under the hold (written without the barrier)
 	holdLost
 	leaving
+	drained    // no pass is open: the hold may go
+	writerGone // the switch that waited gave up
 )
 
 // serveOnce takes one shared hold, serves under it, and lets it go: when a switch waits (nil),
@@ -337,12 +384,13 @@ func (m *Member) serveOnce() error {
 		m.setPhase(rejoining, err)
 		return err
 	}
-	hold, err := m.barrier.RLock(ctx)
+	lease, err := m.barrier.RLock(ctx)
 	if err != nil {
 		m.setPhase(rejoining, err)
 		return fmt.Errorf("fleet: take the barrier: %w", err)
 	}
-	defer m.release(hold)
+	h := newHold(lease)
+	defer m.release(h)
 	mode, modeWatch, err := m.readMode(ctx, true)
 	if err != nil {
 		m.setPhase(rejoining, err)
@@ -367,45 +415,112 @@ func (m *Member) serveOnce() error {
 		<-ctx.Done() // Close is waiting for the passes: hold on until it leaves
 		return nil
 	}
-	m.mode, m.hold = mode, hold
+	m.mode, m.hold = mode, h
 	m.setPhaseLocked(serving, cannot)
 	m.mu.Unlock()
 	m.once.Do(func() { close(m.joined) })
 	m.log.Info("fleet: serving", "mode", mode.Name, "version", mode.Version)
 
-	switch m.awaitSwitch(ctx, hold, modeWatch) {
-	case holdLost:
-		m.setPhase(rejoining, hold.Err())
-		// The passes of the lost hold fail their own checks before they commit; this member's
-		// next hold waits for them, so that its own work never spans two modes either.
-		_ = m.waitIdle(ctx)
-		return fmt.Errorf("fleet: hold lost: %w", hold.Err())
-	case leaving:
-		return nil
+	why := m.awaitSwitch(ctx, h, modeWatch)
+	for {
+		switch why {
+		case holdLost:
+			return m.lose(ctx, h)
+		case leaving:
+			return nil
+		}
+		m.setPhase(switching, nil)
+		switch m.drain(ctx, h, why == writerQueued) {
+		case holdLost:
+			return m.lose(ctx, h)
+		case writerGone:
+			// The switch gave up (its bound, or its caller) before it held the barrier, so the
+			// mode cannot have changed: serve again under the same hold rather than wait for a
+			// pass that may take long (an unknown outcome being settled).
+			m.log.Info("fleet: the switch that waited gave up; serving again", "mode", mode.Name)
+			m.setPhase(serving, cannot)
+			why = m.awaitSwitch(ctx, h, modeWatch)
+			continue
+		}
+		return nil // drained, or leaving: the hold goes
 	}
-	m.setPhase(switching, nil)
-	lost := hold.Context()
-	if err := m.waitIdle(lost); err != nil {
-		m.setPhase(rejoining, hold.Err())
-		_ = m.waitIdle(ctx)
-		return fmt.Errorf("fleet: hold lost while letting go: %w", hold.Err())
-	}
-	return nil
 }
 
-// release lets a hold go with a context of its own: Close cancels the member's.
-func (m *Member) release(hold *dlock.Lease) {
+// lose handles a lost hold: no admission until the member has rejoined, and not before its own
+// passes have ended (they fail their checks before they commit), so that its own work never
+// spans two modes either.
+func (m *Member) lose(ctx context.Context, h *hold) error {
+	cause := context.Cause(h.ctx)
+	m.setPhase(rejoining, cause)
+	_ = m.waitIdle(ctx)
+	return fmt.Errorf("fleet: hold lost: %w", cause)
+}
+
+// drain waits, while a switch waits, until no pass is open (drained), the hold is lost, the
+// member leaves, or (with recallable) the writers have all left the barrier (writerGone).
+func (m *Member) drain(ctx context.Context, h *hold, recallable bool) letGo {
+	idle := make(chan struct{})
+	waitCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() {
+		if m.waitIdle(waitCtx) == nil {
+			close(idle)
+		}
+	}()
+	gone := make(chan struct{})
+	if recallable {
+		go func() {
+			if m.watchBarrier(waitCtx, h, false) == writerGone {
+				close(gone)
+			}
+		}()
+	}
+	select {
+	case <-idle:
+		return drained
+	case <-h.lost():
+		return holdLost
+	case <-gone:
+		return writerGone
+	case <-ctx.Done():
+		return leaving
+	}
+}
+
+// release revokes a hold, then lets it go.
+func (m *Member) release(h *hold) {
+	h.revoke()
+	m.unlock(h.lease)
+}
+
+// unlock lets a lease of the barrier go with a context of its own: Close cancels the member's.
+func (m *Member) unlock(l *dlock.Lease) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	if err := hold.Unlock(ctx); err != nil && !errors.Is(err, dlock.ErrLost) && !errors.Is(err, dlock.ErrReleasePending) {
+	if err := l.Unlock(ctx); err != nil && !errors.Is(err, dlock.ErrLost) && !errors.Is(err, dlock.ErrReleasePending) {
 		m.log.Warn("fleet: release the barrier", "err", err)
 	}
 }
 
 // awaitSwitch serves until a writer queues at the barrier, the mode node changes, the hold is
-// lost, or the member leaves. The children are read and watched in one request, so that a writer
-// that queues between a read and a watch cannot be missed.
-func (m *Member) awaitSwitch(ctx context.Context, hold *dlock.Lease, modeWatch <-chan zk.Event) letGo {
+// lost, or the member leaves.
+func (m *Member) awaitSwitch(ctx context.Context, h *hold, modeWatch <-chan zk.Event) letGo {
+	watchCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	writer := make(chan letGo, 1)
+	go func() { writer <- m.watchBarrier(watchCtx, h, true) }()
+	select {
+	case why := <-writer:
+		return why
+	case <-modeWatch:
+		return modeChanged
+	}
+}
+
+// watchBarrier waits until a writer is queued at the barrier (queued true: writerQueued) or none
+// is (queued false: writerGone), the hold is lost, or ctx ends (leaving). The children are read
+// and watched in one request, so that a change between a read and a watch cannot be missed.
+func (m *Member) watchBarrier(ctx context.Context, h *hold, queued bool) letGo {
 	for {
 		type kidsW struct {
 			kids []string
@@ -416,8 +531,9 @@ func (m *Member) awaitSwitch(ctx context.Context, hold *dlock.Lease, modeWatch <
 			return kidsW{kids, ch}, err
 		})
 		if err != nil {
+			m.log.Debug("fleet: watch the barrier", "err", err)
 			select {
-			case <-hold.Lost():
+			case <-h.lost():
 				return holdLost
 			case <-ctx.Done():
 				return leaving
@@ -425,16 +541,19 @@ func (m *Member) awaitSwitch(ctx context.Context, hold *dlock.Lease, modeWatch <
 				continue
 			}
 		}
+		writers := false
 		for _, n := range nodename.Queue(r.kids) {
-			if n.Kind.Exclusive() {
-				return writerQueued
-			}
+			writers = writers || n.Kind.Exclusive()
+		}
+		switch {
+		case queued && writers:
+			return writerQueued
+		case !queued && !writers:
+			return writerGone
 		}
 		select {
 		case <-r.ch:
-		case <-modeWatch:
-			return modeChanged
-		case <-hold.Lost():
+		case <-h.lost():
 			return holdLost
 		case <-ctx.Done():
 			return leaving

@@ -59,7 +59,7 @@ func (m *Member) Switch(ctx context.Context, to string, expect int32) (Mode, err
 		}
 		return cur, fmt.Errorf("fleet: switch: take the barrier: %w", err)
 	}
-	defer m.release(w)
+	defer m.unlock(w)
 	// Read again under the barrier: another switch may have gone first.
 	cur, _, err = m.readMode(ctx, false)
 	if err != nil {
