@@ -73,8 +73,15 @@ func MeasureSwitches(ctx context.Context, cfg SwitchConfig) (*SwitchReport, erro
 			}
 		})
 	}
+	// The fleet starts in Modes[0], so that every switch timed changes the mode.
+	if _, err := a.do(ctx, http.MethodPut, cfg.Targets[0]+"/admin/lock-mode", map[string]string{"mode": cfg.Modes[0]}, nil, a.adminHeader()); err != nil {
+		stopLoad()
+		wg.Wait()
+		return nil, fmt.Errorf("switch to %s first: %w", cfg.Modes[0], err)
+	}
 	rng := rand.New(rand.NewPCG(cfg.Seed, 29))
 	var switchErr error
+	var lastVersion int32 = -1
 	for i := range cfg.Switches {
 		to := cfg.Modes[(i+1)%len(cfg.Modes)]
 		target := cfg.Targets[rng.IntN(len(cfg.Targets))]
@@ -88,6 +95,11 @@ func MeasureSwitches(ctx context.Context, cfg SwitchConfig) (*SwitchReport, erro
 			switchErr = fmt.Errorf("switch %d to %s through %s: %w", i+1, to, target, err)
 			break
 		}
+		if answer.Version == lastVersion {
+			switchErr = fmt.Errorf("switch %d to %s through %s changed nothing (version %d): the targets are not one fleet", i+1, to, target, answer.Version)
+			break
+		}
+		lastVersion = answer.Version
 		rep.Switches = append(rep.Switches, took)
 		rep.FinalVersion = answer.Version
 		select {

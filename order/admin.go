@@ -3,7 +3,6 @@ package order
 import (
 	"crypto/subtle"
 	"errors"
-	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -133,7 +132,9 @@ func (s *Server) setLockMode(c *gin.Context) {
 	started := time.Now()
 	mode, err := s.fleet.Switch(c.Request.Context(), string(m), expect)
 	if err != nil {
-		abortWith(c, switchError(err, s.switchBound()))
+		e := switchError(err)
+		s.log.Warn("switch of the fleet's lock mode", "to", m, "code", e.Code, "err", err, "took", time.Since(started).String())
+		abortWith(c, e)
 		return
 	}
 	s.log.Info("fleet lock mode", "mode", mode.Name, "version", mode.Version, "took", time.Since(started).String())
@@ -141,7 +142,7 @@ func (s *Server) setLockMode(c *gin.Context) {
 }
 
 // switchError is the answer to a switch that did not happen, or whose outcome is not known here.
-func switchError(err error, bound time.Duration) *apiError {
+func switchError(err error) *apiError {
 	switch {
 	case errors.Is(err, fleet.ErrCannotRun):
 		return newError(http.StatusConflict, "mode_unavailable", err.Error()+"; the fleet's mode is unchanged")
@@ -149,7 +150,7 @@ func switchError(err error, bound time.Duration) *apiError {
 		return newError(http.StatusConflict, "version_conflict", err.Error()+"; read GET /admin/lock-mode and try again")
 	case errors.Is(err, fleet.ErrSwitchTimeout):
 		return newError(http.StatusServiceUnavailable, "switch_timeout",
-			fmt.Sprintf("the fleet did not let go of the old mode within %v (a change still running, or a replica holding its place); the fleet's mode is unchanged", bound))
+			err.Error()+" (a change still running, or a replica holding its place): the fleet's mode is unchanged")
 	case errors.Is(err, fleet.ErrSwitchUnknown):
 		return newError(http.StatusServiceUnavailable, "switch_unknown", "ZooKeeper did not answer the switch's write: it may or may not be in force; read GET /admin/lock-mode")
 	}

@@ -257,20 +257,30 @@ func (b *batcher) failWaiting(waiting []*batchReq, err error) {
 // A repeat of an earlier purchase of the batch is answered as the replay it is.
 func (b *batcher) settle(ctx context.Context, batch []*batchReq, answers []batchAnswer, log requestLog) []batchAnswer {
 	unanswered := time.Now() // the COMMIT was sent before this
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), resolveBudget)
-	defer cancel()
-	open := false
-	for i, a := range answers {
-		if !errors.Is(a.err, inventory.ErrOutcomeUnknown) {
-			continue
+	resolve := func(unknown func(error) bool) (open bool, conn int64) {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), resolveBudget)
+		defer cancel()
+		for i, a := range answers {
+			if !unknown(a.err) {
+				continue
+			}
+			conn = max(conn, inventory.UnansweredConn(a.err))
+			p := batch[i].p
+			res, err := b.s.resolvePurchase(rctx, p, a.err, log.with(slog.String("request_id", p.RequestID)))
+			if err == nil {
+				res.Replayed = a.repeat
+			}
+			answers[i] = batchAnswer{res: res, err: err, repeat: a.repeat}
+			open = open || errors.Is(err, errOutcomeUnknown)
 		}
-		p := batch[i].p
-		res, err := b.s.resolvePurchase(rctx, p, a.err, log.with(slog.String("request_id", p.RequestID)))
-		if err == nil {
-			res.Replayed = a.repeat
-		}
-		answers[i] = batchAnswer{res: res, err: err, repeat: a.repeat}
-		open = open || errors.Is(err, errOutcomeUnknown)
+		return open, conn
+	}
+	open, conn := resolve(func(err error) bool { return errors.Is(err, inventory.ErrOutcomeUnknown) })
+	// As run's settle does: while the server still shows the batch's transaction, its COMMIT may
+	// yet apply, and the lock (and the purchases' passes of the fleet) must be kept; once it is
+	// gone, the keys' orders are final.
+	if open && b.s.waitWhileAlive(ctx, conn, log) {
+		open, _ = resolve(func(err error) bool { return errors.Is(err, errOutcomeUnknown) })
 	}
 	if wait := time.Until(unanswered.Add(b.s.store.CommitBound())); open && wait > 0 {
 		log.Warn("zk-batch: outcomes unknown: keeping the lock until the commit can no longer apply", "wait", wait.String())
@@ -329,9 +339,11 @@ func (b *batcher) sell(ctx context.Context, held holding, fence inventory.Fence,
 	beforeCommit := func() error {
 		errs := []error{stillHeld(held)()}
 		for _, r := range batch {
-			if p := passOf(r.ctx); p != nil {
-				errs = append(errs, stillAdmitted(p)())
+			p := passOf(r.ctx)
+			if p == nil {
+				return errNotAdmitted // never sold unadmitted
 			}
+			errs = append(errs, stillAdmitted(p)())
 		}
 		return errors.Join(errs...)
 	}

@@ -108,7 +108,7 @@ func (s *Server) cancel(ctx context.Context, id int64, mode LockMode, allowed fu
 		return inventory.CancelResult{Order: o, Remaining: prod.Stock, Replayed: true}, nil
 	}
 	var res inventory.CancelResult
-	err = s.run(ctx, mode, log, change{
+	err = s.run(ctx, log, change{
 		skus: []string{o.SKU},
 		apply: func(ctx context.Context, m inventory.Mode, f fencing, hooks inventory.Hooks) error {
 			var err error

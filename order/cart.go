@@ -111,7 +111,7 @@ func (s *Server) sellCart(ctx context.Context, cart inventory.Cart, mode LockMod
 	// Every mode takes the SKUs' locks as its table row says; zk-batch's carts do not go through
 	// the batchers (they sell one SKU each) but take the SKUs' locks as mode zk does.
 	var res inventory.CartResult
-	err := s.run(ctx, mode, log, change{
+	err := s.run(ctx, log, change{
 		skus: skus,
 		apply: func(ctx context.Context, m inventory.Mode, f fencing, hooks inventory.Hooks) error {
 			cart.Issuer, cart.Tokens = f.issuer, f.tokens

@@ -84,6 +84,9 @@ func (s *Server) admit(ctx context.Context) (_ context.Context, _ LockMode, done
 	defer cancel()
 	p, err := s.fleet.Enter(wctx)
 	if err != nil {
+		if !errors.Is(err, fleet.ErrSwitching) && !errors.Is(err, fleet.ErrClosed) {
+			s.log.Debug("the fleet did not admit a change", "err", err) // the member logs its state once, readyz says it
+		}
 		return ctx, "", nil, err
 	}
 	return withPass(ctx, p), LockMode(p.Mode().Name), p.Exit, nil
@@ -100,11 +103,11 @@ func fleetError(err error) *apiError {
 	case errors.Is(err, errUnknownMode):
 		return newError(http.StatusServiceUnavailable, "unknown_mode", "the fleet's lock mode is not one this replica knows; nothing was changed")
 	case errors.Is(err, fleet.ErrCannotRun):
-		return newError(http.StatusServiceUnavailable, "mode_unavailable", "this replica cannot run the fleet's lock mode: "+err.Error()+"; nothing was changed")
+		return newError(http.StatusServiceUnavailable, "mode_unavailable", "this replica cannot run the fleet's lock mode (its /readyz says why); nothing was changed; retry on another")
 	case errors.Is(err, fleet.ErrSwitching):
 		return newError(http.StatusServiceUnavailable, "switching_mode", "the fleet was switching lock modes for longer than LOCK_TIMEOUT; nothing was changed; retry")
 	}
-	return newError(http.StatusServiceUnavailable, "fleet_unavailable", "the fleet could not be asked: "+err.Error()+"; nothing was changed")
+	return newError(http.StatusServiceUnavailable, "fleet_unavailable", "the fleet's mode could not be learnt; nothing was changed; retry")
 }
 
 // stillAdmitted is the check before commit of a change's pass: a replica whose place in the

@@ -31,15 +31,16 @@ type fencing struct {
 }
 
 // run runs a change under its mode's row of the table: the one dispatch of lock modes. The change
-// was admitted by the fleet under mode (admit: ctx carries its pass). The locks are taken in
-// sorted order, so that two changes that share SKUs cannot each hold what the other waits for;
-// they span the whole transaction, and an unanswered COMMIT is settled before they are released.
-func (s *Server) run(ctx context.Context, mode LockMode, log requestLog, ch change) error {
+// was admitted by the fleet (admit: ctx carries its pass), and runs the mode of its pass. The
+// locks are taken in sorted order, so that two changes that share SKUs cannot each hold what the
+// other waits for; they span the whole transaction, and an unanswered COMMIT is settled before
+// they are released.
+func (s *Server) run(ctx context.Context, log requestLog, ch change) error {
 	pass := passOf(ctx)
 	if pass == nil {
 		return errNotAdmitted
 	}
-	lm, err := modeOf(mode)
+	lm, err := modeOf(LockMode(pass.Mode().Name))
 	if err != nil {
 		return err
 	}

@@ -158,7 +158,7 @@ func (s *Server) sell(ctx context.Context, p inventory.Purchase, mode LockMode, 
 		return s.sellBatched(ctx, p)
 	}
 	var res inventory.Result
-	err = s.run(ctx, mode, log, change{
+	err = s.run(ctx, log, change{
 		skus: []string{p.SKU},
 		apply: func(ctx context.Context, m inventory.Mode, f fencing, hooks inventory.Hooks) error {
 			p.Issuer, p.Token = f.issuer, f.tokens[p.SKU]

@@ -174,6 +174,10 @@ func New(cfg Config, store *inventory.Store, locks *dlock.Client, log *slog.Logg
 	if cfg.Fleet == "" {
 		cfg.Fleet = "default"
 	}
+	// Both name ZooKeeper nodes (the fleet's path, the member node): one path element each.
+	if !skuPattern.MatchString(cfg.Fleet) || !skuPattern.MatchString(cfg.ReplicaID) {
+		return nil, fmt.Errorf("order: the fleet %q and the replica id %q must match %s", cfg.Fleet, cfg.ReplicaID, skuPattern)
+	}
 	s := &Server{cfg: cfg, store: store, locks: locks, log: log.With("replica", cfg.ReplicaID), batchers: map[string]*batcher{},
 		feeds: newFeeds(), stop: make(chan struct{})}
 	s.reg = prometheus.NewRegistry()

@@ -31,10 +31,15 @@
 // a new member node, a new hold, a fresh read of the mode. A pass whose hold is lost has Lost
 // closed, and a change must check it before it commits, as it checks its lock's lease.
 //
-// What a member cut off from ZooKeeper can still commit is therefore exactly what a lock holder
-// cut off can: a change whose commit was sent before Lost closed. In the fenced modes the
-// database's fence refuses it once a newer holder has written; in the unfenced ones it is the
-// lock's own promise, no weaker.
+// What a member cut off from ZooKeeper can still commit is therefore exactly what a ZooKeeper lock
+// holder cut off can: a change whose commit was sent before Lost closed (and a member that gives
+// up waiting for a pass, on Close, revokes the pass before its hold goes). Such a late commit is
+// kept apart from the next mode's changes by the database's row lock where they take it first
+// (a fenced claim, a locking read, a conditional update) and by nothing else where they read
+// plainly (an unfenced mode): across a switch, the old mode's changes are protected as long as
+// the member's ZooKeeper session is, as a ZooKeeper lock's holder is, and no longer, even when
+// the old mode's own lock (Redis, a table row) would have lasted longer. The order service also
+// keeps a pass open while the server still shows a transaction whose COMMIT went unanswered.
 //
 // # Layout
 //

@@ -103,7 +103,7 @@ func Join(c *dlock.Client, cfg Config) (*Member, error) {
 	if cfg.Root == "" || cfg.Root[0] != '/' || path.Clean(cfg.Root) != cfg.Root || cfg.Root == "/" {
 		return nil, fmt.Errorf("fleet: root %q must be a clean absolute path", cfg.Root)
 	}
-	if cfg.ID == "" || path.Base("/"+cfg.ID) != cfg.ID {
+	if cfg.ID == "" || cfg.ID == "." || cfg.ID == ".." || path.Base("/"+cfg.ID) != cfg.ID {
 		return nil, fmt.Errorf("fleet: member id %q must be a single path element", cfg.ID)
 	}
 	if cfg.Seed == "" {

@@ -17,7 +17,7 @@ import (
 type memberRecord struct {
 	Modes   []string `json:"modes"`             // what it can run
 	Mode    string   `json:"mode,omitempty"`    // what it runs: the mode read under its hold
-	Version int32    `json:"version,omitempty"` // that mode's version
+	Version int32    `json:"version"`           // that mode's version
 	Serving bool     `json:"serving"`           // it admits work
 	Why     string   `json:"why,omitempty"`     // why it does not, when it does not
 }

@@ -26,8 +26,12 @@ const AnyVersion int32 = -1
 // the switch gives up (ErrSwitchTimeout) and the mode is unchanged. A switch already in force
 // answers at once without the barrier.
 //
-// An error that wraps neither of those (ZooKeeper unreachable at the moment of the write) leaves
+// An error that wraps ErrSwitchUnknown (ZooKeeper unreachable at the moment of the write) leaves
 // the outcome for Current to tell.
+//
+// While a switch waits, the whole fleet stops admitting: a switcher that stops (a crash, a pause)
+// holding the barrier stalls the fleet until its session ends. Never call Switch while holding a
+// Pass of the same member: the switch would wait for it until SwitchTimeout.
 func (m *Member) Switch(ctx context.Context, to string, expect int32) (Mode, error) {
 	if err := m.cfg.CanRun(to); err != nil {
 		return Mode{}, fmt.Errorf("%w: %s cannot run %q: %w", ErrCannotRun, m.cfg.ID, to, err)
