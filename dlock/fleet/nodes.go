@@ -15,11 +15,11 @@ import (
 
 // memberRecord is what a member node says of its member, as JSON.
 type memberRecord struct {
-	Modes   []string `json:"modes"`             // what it can run
-	Mode    string   `json:"mode,omitempty"`    // what it runs: the mode read under its hold
-	Version int32    `json:"version"`           // that mode's version
-	Serving bool     `json:"serving"`           // it admits work
-	Why     string   `json:"why,omitempty"`     // why it does not, when it does not
+	Modes   []string `json:"modes"`          // what it can run
+	Mode    string   `json:"mode,omitempty"` // what it runs: the mode read under its hold
+	Version int32    `json:"version"`        // that mode's version
+	Serving bool     `json:"serving"`        // it admits work
+	Why     string   `json:"why,omitempty"`  // why it does not, when it does not
 }
 
 // MemberInfo is one member as ZooKeeper holds it now.
