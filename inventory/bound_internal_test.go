@@ -4,8 +4,6 @@ import (
 	"context"
 	"testing"
 	"time"
-
-	"github.com/zkstock/zkstock/internal/testenv"
 )
 
 // CommitBound counts on the wait_timeout the server applies to a transaction's session, read back
@@ -15,17 +13,7 @@ func TestCommitBoundReadsWaitTimeoutBack(t *testing.T) {
 	for _, mode := range []Mode{Unfenced, ForUpdate} { // a pipelined sale, and one through inTx
 		t.Run(mode.String(), func(t *testing.T) {
 			ctx := context.Background()
-			s, err := Open(ctx, testenv.MySQLDatabase(t), PoolOptions{MaxOpen: 1})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = s.Close() })
-			if err := s.Migrate(ctx); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := s.Reset(ctx, "WT-1", 10); err != nil {
-				t.Fatal(err)
-			}
+			s := onePoolStore(t, "WT-1", 10)
 			// The pool's one connection, which the sale below runs on.
 			if _, err := s.sqlDB.ExecContext(ctx, "SET SESSION wait_timeout = 40"); err != nil {
 				t.Fatal(err)

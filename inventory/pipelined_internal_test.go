@@ -27,17 +27,7 @@ func inTransaction(t *testing.T, ctx context.Context, s *Store) bool {
 // inside it.
 func TestPipelinedSaleEndsItsTransactionOnEveryPath(t *testing.T) {
 	ctx := context.Background()
-	s, err := Open(ctx, testenv.MySQLDatabase(t), PoolOptions{MaxOpen: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Reset(ctx, "PIPE-1", 2); err != nil {
-		t.Fatal(err)
-	}
+	s := onePoolStore(t, "PIPE-1", 2)
 	if _, err := s.Deduct(ctx, Purchase{SKU: "PIPE-1", Qty: 1, Token: 50, RequestID: "pipe-first"}, Fenced, Hooks{}); err != nil {
 		t.Fatal(err)
 	}
@@ -109,4 +99,22 @@ func TestPipelinedWritesWithoutAnswerSellNothing(t *testing.T) {
 	if a, err := direct.Audit(ctx, "BH-1"); err != nil || a.Stock != 10 || a.Orders != 0 {
 		t.Fatalf("audit %+v, %v: want nothing sold", a, err)
 	}
+}
+
+// onePoolStore is a store on a fresh database with a pool of one connection, and sku stocked.
+func onePoolStore(t *testing.T, sku string, stock int64) *Store {
+	t.Helper()
+	ctx := context.Background()
+	s, err := Open(ctx, testenv.MySQLDatabase(t), PoolOptions{MaxOpen: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Reset(ctx, sku, stock); err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
