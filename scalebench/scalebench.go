@@ -200,10 +200,10 @@ func runCell(ctx context.Context, cfg Config, store *inventory.Store, lim Limits
 }
 
 // locksWithZooKeeper says whether a lock mode's lock is ZooKeeper's (every such mode's name starts
-// with "zk"). It is the mode, not the ZooKeeper requests counted in its cell, that decides: for a
-// few seconds after a switch of mode, every mode also takes the locks of the modes it replaced
-// (the transition window), so a db-forupdate cell that follows zk-batch counts a few ZooKeeper
-// locks, and its purchases per lock would come out in the hundreds.
+// with "zk"). It is the mode, not the ZooKeeper acquisitions counted in its cell, that decides:
+// a switch of the fleet's mode at a cell's start has every replica take its hold of the fleet's
+// barrier again, so a db-forupdate cell counts a few ZooKeeper acquisitions, and its purchases
+// per lock would come out in the hundreds.
 func locksWithZooKeeper(mode string) bool { return strings.HasPrefix(mode, "zk") }
 
 // salesPerLock is the purchases a cell sold per ZooKeeper lock it took: 1 unless the mode's lock
