@@ -73,6 +73,7 @@ func freeAddr(t *testing.T) string {
 // startReplicas starts n orderd processes on one database with the given settings.
 func startReplicas(t *testing.T, n int, dsn string, zkServers []string, settings ...string) []*replica {
 	t.Helper()
+	testenv.DeleteZKTreeAtCleanup(t, zkServers, "/zkstock/fleets/"+fleetOf(t, dsn))
 	var rs []*replica
 	for i := 1; i <= n; i++ {
 		addr := freeAddr(t)

@@ -29,6 +29,13 @@ type member struct {
 	c *dlock.Client
 }
 
+// newRoot is a fleet's root of the test's own, deleted when the test ends.
+func newRoot(t *testing.T) string {
+	root := "/zkstock-test/fleets/" + testenv.UniqueName(t)
+	testenv.DeleteZKTreeAtCleanup(t, testenv.ZKServers(t), root)
+	return root
+}
+
 // join starts a member of the fleet at root on a session of its own, and waits until it serves.
 func join(t *testing.T, root, id string, servers []string, edit func(*fleet.Config)) member {
 	t.Helper()
@@ -59,7 +66,7 @@ func join(t *testing.T, root, id string, servers []string, edit func(*fleet.Conf
 }
 
 func fleetOf(t *testing.T, n int) (string, []member) {
-	root := "/zkstock-test/fleets/" + testenv.UniqueName(t)
+	root := newRoot(t)
 	var ms []member
 	for i := range n {
 		ms = append(ms, join(t, root, fmt.Sprintf("m%d", i+1), testenv.ZKServers(t), nil))
@@ -189,7 +196,7 @@ func TestSwitchWithAStaleVersionChangesNothing(t *testing.T) {
 // A pass that stays open past the bound makes the switch give up; the mode is unchanged and the
 // fleet serves again.
 func TestSwitchThatCannotDrainGivesUpAndChangesNothing(t *testing.T) {
-	root := "/zkstock-test/fleets/" + testenv.UniqueName(t)
+	root := newRoot(t)
 	short := func(c *fleet.Config) { c.SwitchTimeout = time.Second }
 	a := join(t, root, "m1", testenv.ZKServers(t), short)
 	b := join(t, root, "m2", testenv.ZKServers(t), short)
@@ -250,7 +257,7 @@ func TestLeavingWithAPassOpenRevokesIt(t *testing.T) {
 
 // A mode that a member cannot run is refused before the barrier, whoever is asked.
 func TestSwitchToAModeAMemberCannotRunIsRefused(t *testing.T) {
-	root := "/zkstock-test/fleets/" + testenv.UniqueName(t)
+	root := newRoot(t)
 	a := join(t, root, "m1", testenv.ZKServers(t), nil)
 	join(t, root, "m2", testenv.ZKServers(t), func(c *fleet.Config) { c.Modes = []string{"a", "b"} })
 	_, err := a.Switch(ctxFor(t, 10*time.Second), "c", fleet.AnyVersion)
@@ -278,7 +285,7 @@ func TestSwitchToAModeAMemberCannotRunIsRefused(t *testing.T) {
 // and a switch through another member goes through once ZooKeeper has ended its session. Healed,
 // it rejoins in the new mode.
 func TestMemberCutOffLosesItsPassAndRejoinsInTheNewMode(t *testing.T) {
-	root := "/zkstock-test/fleets/" + testenv.UniqueName(t)
+	root := newRoot(t)
 	servers := testenv.ZKServers(t)
 	proxy := tcpproxy.New(t, servers[0])
 	a := join(t, root, "m1", servers, nil)

@@ -91,6 +91,7 @@ func Start(t testing.TB, n int, o Options) []*Replica {
 		}
 		o.Fleet = cfg.DBName
 	}
+	testenv.DeleteZKTreeAtCleanup(t, o.ZKServers, order.FleetRoot+"/"+o.Fleet)
 	token := AdminToken
 	if o.AdminToken != nil {
 		token = *o.AdminToken
