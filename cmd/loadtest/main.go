@@ -37,10 +37,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "usage: loadtest [flags]\n       loadtest locks [flags]   (the ZooKeeper lock recipes side by side, no HTTP; -h for its flags)\n       loadtest switches [flags]   (the fleet's lock-mode switches timed under load; -h for its flags)\n\nCompares lock modes on a set of order replicas over HTTP.\n\nflags:")
 		fs.PrintDefaults()
 	}
-	adminDefault := os.Getenv("ADMIN_TOKEN")
-	if adminDefault == "" {
-		adminDefault = "demo"
-	}
 	var (
 		targets     = fs.String("targets", "http://localhost:8081,http://localhost:8082,http://localhost:8083", "comma-separated replica URLs")
 		sku         = fs.String("sku", "DEMO-1", "product to sell")
@@ -54,7 +50,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		zipfS       = fs.Float64("zipf-s", 1.1, "the zipf exponent, above 1: the larger, the hotter the head")
 		cancelRatio = fs.Float64("cancel-ratio", 0, "share of accepted orders to cancel during the load (0 to 1); their units go back to stock")
 		modes       = fs.String("modes", "none,zk", "comma-separated lock modes to compare, in order")
-		adminToken  = fs.String("admin-token", adminDefault, "bearer token of the replicas' admin API (default $ADMIN_TOKEN or demo)")
+		adminToken  = fs.String("admin-token", adminTokenDefault(), "bearer token of the replicas' admin API (default $ADMIN_TOKEN or demo)")
 		timeout     = fs.Duration("timeout", 30*time.Second, "timeout of one request")
 		jsonOut     = fs.String("json", "", "also write the result as JSON to this file")
 		htmlOut     = fs.String("html", "", "also write a self-contained HTML report with charts to this file")
@@ -138,4 +134,12 @@ func writeFile(path string, write func(io.Writer) error) error {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
+}
+
+// adminTokenDefault is the admin token the flags default to: $ADMIN_TOKEN, or the demo's.
+func adminTokenDefault() string {
+	if t := os.Getenv("ADMIN_TOKEN"); t != "" {
+		return t
+	}
+	return "demo"
 }

@@ -26,10 +26,6 @@ func runSwitches(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		fmt.Fprintln(stderr, "usage: loadtest switches [flags]\n\nSwitches the fleet's lock mode -n times, each through a replica drawn at random, while -concurrency buyers\nbuy on every replica; prints the switches' median, 90th percentile and longest time, and the audit.\n\nflags:")
 		fs.PrintDefaults()
 	}
-	adminDefault := os.Getenv("ADMIN_TOKEN")
-	if adminDefault == "" {
-		adminDefault = "demo"
-	}
 	var (
 		targets     = fs.String("targets", "http://localhost:8081,http://localhost:8082,http://localhost:8083", "comma-separated replica URLs of one fleet")
 		sku         = fs.String("sku", "SWITCH-1", "product to sell")
@@ -38,7 +34,7 @@ func runSwitches(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		modes       = fs.String("modes", "zk,zk-batch", "the lock modes to switch between, in turn")
 		n           = fs.Int("n", 20, "number of switches")
 		pause       = fs.Duration("pause", 500*time.Millisecond, "time between one switch's answer and the next switch")
-		adminToken  = fs.String("admin-token", adminDefault, "bearer token of the replicas' admin API (default $ADMIN_TOKEN or demo)")
+		adminToken  = fs.String("admin-token", adminTokenDefault(), "bearer token of the replicas' admin API (default $ADMIN_TOKEN or demo)")
 		timeout     = fs.Duration("timeout", 60*time.Second, "timeout of one request")
 		seed        = fs.Uint64("seed", 1, "seed of the replicas drawn for the switches")
 		jsonOut     = fs.String("json", "", "also write the result as JSON to this file")
