@@ -321,7 +321,7 @@ func (s *Server) snapshot(ctx context.Context, sku string, meter *rateMeter) sna
 		snap.Queue = []dlock.QueueEntry{}
 		snap.Errors = append(snap.Errors, "lock queue: ZooKeeper did not answer")
 	}
-	if snap.Replicas, err = s.fleet.Members(ctx); err != nil {
+	if snap.Replicas, err = s.members.read(ctx, s.fleet); err != nil {
 		snap.Replicas = []fleet.MemberInfo{}
 		snap.Errors = append(snap.Errors, "replicas: ZooKeeper did not answer")
 	}
@@ -423,4 +423,27 @@ func (s *Server) productsList(c *gin.Context) {
 		out[i] = productResponse{SKU: p.SKU, Stock: p.Stock, InitialStock: p.InitialStock}
 	}
 	c.JSON(http.StatusOK, gin.H{"products": out})
+}
+
+// membersView is the fleet's members as the live page shows them, read from ZooKeeper at most
+// once every rateTick however many SKUs are streamed: members change seldom, and a snapshot is
+// made up to twenty times a second per SKU. It is for display only; nothing decides on it.
+type membersView struct {
+	mu   sync.Mutex
+	at   time.Time
+	list []fleet.MemberInfo
+}
+
+func (v *membersView) read(ctx context.Context, m *fleet.Member) ([]fleet.MemberInfo, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.list != nil && time.Since(v.at) < rateTick {
+		return v.list, nil
+	}
+	list, err := m.Members(ctx)
+	if err != nil {
+		return nil, err
+	}
+	v.list, v.at = list, time.Now()
+	return list, nil
 }

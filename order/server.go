@@ -45,6 +45,8 @@ type Server struct {
 	locks *dlock.Client
 	log   *slog.Logger
 	fleet *fleet.Member // this replica's place in its fleet, which admits every change (fleet.go)
+	// members: the fleet's members as the live page shows them (events.go)
+	members membersView
 
 	metrics *metrics
 	reg     *prometheus.Registry
