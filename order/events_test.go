@@ -307,8 +307,11 @@ func TestStreamsShareOneSnapshotProducer(t *testing.T) {
 	if one == 0 || oneEvents < 5 || manyEvents < 2 {
 		t.Fatalf("the load did not move the streams (%.1f and %.1f events/s per stream): this test shows nothing", oneEvents, manyEvents)
 	}
-	if many > 1.1*one {
-		t.Fatalf("64 streams made %.0f ZooKeeper reads/s, one made %.0f: the cost grows with the streams", many, one)
+	// Per event of one stream: the snapshots' rate follows how fast the lock moves and how fast a
+	// snapshot is made, both of which a busy machine changes between the two windows (in CI,
+	// 35 and 46 sales/s); a producer per stream would multiply the reads per event by 64.
+	if perOne, perMany := one/oneEvents, many/manyEvents; perMany > 1.1*perOne {
+		t.Fatalf("64 streams made %.1f ZooKeeper reads per event of a stream, one made %.1f: the cost grows with the streams", perMany, perOne)
 	}
 }
 
