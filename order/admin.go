@@ -63,6 +63,7 @@ func (s *Server) resetProduct(c *gin.Context) {
 		return
 	}
 	s.rememberSKU(sku)
+	s.soldOut.noteRestock(sku)
 	s.stockGauge(sku).Set(float64(p.Stock))
 	s.log.Info("product reset", "sku", sku, "stock", p.Stock)
 	c.JSON(http.StatusOK, productResponse{SKU: p.SKU, Stock: p.Stock, InitialStock: p.InitialStock})

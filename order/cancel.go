@@ -77,6 +77,7 @@ func (s *Server) cancelOrder(c *gin.Context) {
 	s.metrics.cancellations.WithLabelValues(result).Inc()
 	s.stockGauge(res.Order.SKU).Set(float64(res.Remaining))
 	if !res.Replayed {
+		s.soldOut.noteRestock(res.Order.SKU)
 		s.feeds.notify(res.Order.SKU)
 	}
 	log.Info("cancellation", "result", result, "sku", res.Order.SKU, "qty", res.Order.Qty, "remaining", res.Remaining)

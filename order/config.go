@@ -81,6 +81,10 @@ type Config struct {
 	// SwitchTimeout bounds how long a switch of the fleet's mode waits for the fleet to let go of
 	// the old one; 0: the longest change plus the ZooKeeper session timeout (switchBound).
 	SwitchTimeout time.Duration
+	// QueueBudget is the longest wait for a SKU's lock a purchase is admitted to; one foreseen to
+	// wait longer is refused at once with 503 sku_busy and Retry-After (admission.go). 0: the
+	// lock timeout, so that only purchases that would have timed out are refused.
+	QueueBudget time.Duration
 }
 
 // LoadConfig reads flags, falling back to the environment, then to the defaults. A bad value is
@@ -112,6 +116,7 @@ func LoadConfig(args []string, getenv func(string) string, out io.Writer) (Confi
 		pprofAddr   = fs.String("pprof-addr", env("PPROF_ADDR", ""), "loopback address for Go's pprof handlers; empty: off (PPROF_ADDR)")
 		fleetName   = fs.String("fleet", env("FLEET", "default"), "the fleet whose lock mode this replica runs, kept in ZooKeeper (FLEET)")
 		switchLimit = fs.String("switch-timeout", env("SWITCH_TIMEOUT", "0"), "longest wait of a lock-mode switch for the fleet; 0: derived from the other bounds (SWITCH_TIMEOUT)")
+		queueBudget = fs.String("queue-budget", env("QUEUE_BUDGET", "0"), "longest foreseen lock wait a purchase is admitted to, else 503 sku_busy; 0: the lock timeout (QUEUE_BUDGET)")
 	)
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err
@@ -144,6 +149,7 @@ func LoadConfig(args []string, getenv func(string) string, out io.Writer) (Confi
 		{"WORK_DELAY", *workDelay, &cfg.WorkDelay, 0},
 		{"REDIS_LOCK_TTL", *redisTTL, &cfg.RedisLockTTL, 30 * time.Millisecond},
 		{"SWITCH_TIMEOUT", *switchLimit, &cfg.SwitchTimeout, 0},
+		{"QUEUE_BUDGET", *queueBudget, &cfg.QueueBudget, 0},
 	} {
 		v, err := time.ParseDuration(d.val)
 		if err != nil || v < d.min {

@@ -3,6 +3,7 @@ package order
 import (
 	"errors"
 	"net/http"
+	"strconv"
 
 	"github.com/gin-gonic/gin"
 )
@@ -15,6 +16,8 @@ type apiError struct {
 	Code      string `json:"code"`
 	SKU       string `json:"sku,omitempty"` // a cart's first short item (out_of_stock)
 	RequestID string `json:"request_id,omitempty"`
+	// RetryAfter, in whole seconds, goes out as the Retry-After header when set (sku_busy).
+	RetryAfter int `json:"-"`
 }
 
 func (e *apiError) Error() string { return e.Code + ": " + e.Message }
@@ -31,5 +34,8 @@ func badRequest(msg string) *apiError {
 var errLockLost = errors.New("lock lost before commit")
 
 func abortWith(c *gin.Context, e *apiError) {
+	if e.RetryAfter > 0 {
+		c.Header("Retry-After", strconv.Itoa(e.RetryAfter))
+	}
 	c.AbortWithStatusJSON(e.Status, e)
 }

@@ -19,3 +19,11 @@ var LiveHeapBytes = liveHeap
 
 // SetWorkDelay sets WORK_DELAY; call it before the requests it is for.
 func (s *Server) SetWorkDelay(d time.Duration) { s.cfg.WorkDelay = d }
+
+// TrustSoldOutSuspicion makes purchases of a SKU suspected of being sold out answer out_of_stock
+// without reading the stock (a cached flag): a mistake, for the check's negative control.
+func (s *Server) TrustSoldOutSuspicion() {
+	s.soldOut.mu.Lock()
+	s.soldOut.trustSuspicion = true
+	s.soldOut.mu.Unlock()
+}

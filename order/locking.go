@@ -22,6 +22,9 @@ type change struct {
 	// it applied (it also records the result), errNotCommitted when it did not, errOutcomeUnknown
 	// when the database could not be asked within resolveBudget.
 	resolve func(ctx context.Context, cause error) error
+	// sale, when the change is one purchase, lets it leave the lock's queue with out_of_stock
+	// when a read of the stock shows the product sold out while it waits (soldout.go).
+	sale *inventory.Purchase
 }
 
 // fencing is the holding's tokens and who issued them.
@@ -60,9 +63,14 @@ func (s *Server) runOnce(ctx context.Context, lm lockMode, pass *fleet.Pass, sor
 	}
 	var held holding
 	return s.withLock(ctx, log, func(lockCtx context.Context) (release, error) {
-		h, err := lm.lock(s, lockCtx, sorted)
+		waitCtx, queued := lockCtx, func() {}
+		if ch.sale != nil {
+			waitCtx, queued = s.soldOut.queue(lockCtx, ch.sale.SKU, ch.sale.Qty)
+		}
+		h, err := lm.lock(s, waitCtx, sorted)
+		queued()
 		if err != nil {
-			return nil, err
+			return nil, soldOutError(waitCtx, err)
 		}
 		held = h
 		return h.Unlock, nil

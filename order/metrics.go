@@ -19,6 +19,9 @@ type metrics struct {
 	lockWait          prometheus.Histogram
 	lockHold          prometheus.Histogram
 	stock             *prometheus.GaugeVec
+	// purchases answered out_of_stock without a turn of the lock (soldout.go): before they
+	// queued, or sent away from the queue
+	beforeQueue, leftQueue prometheus.Counter
 }
 
 var lockBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
@@ -42,7 +45,11 @@ func newMetrics(reg *prometheus.Registry, zkStats func() dlock.Stats) (*metrics,
 		}, []string{"sku"}),
 	}
 	m.created, m.replayed = m.orders.WithLabelValues("created"), m.orders.WithLabelValues("replayed")
-	for _, c := range []prometheus.Collector{m.orders, m.cancellations, m.lockWait, m.lockHold, m.stock, zkCollector{zkStats},
+	soldOut := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "zkstock_sold_out_fast_total", Help: "Purchases answered out_of_stock by a read of the stock, without a turn of the lock: before queueing, or sent away from the queue.",
+	}, []string{"where"})
+	m.beforeQueue, m.leftQueue = soldOut.WithLabelValues("before_queue"), soldOut.WithLabelValues("left_queue")
+	for _, c := range []prometheus.Collector{m.orders, m.cancellations, soldOut, m.lockWait, m.lockHold, m.stock, zkCollector{zkStats},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("order: register metrics: %w", err)

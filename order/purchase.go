@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -154,12 +155,34 @@ func (s *Server) sell(ctx context.Context, p inventory.Purchase, mode LockMode, 
 			return res, nil
 		}
 	}
+	if s.soldOut.shortBeforeQueue(ctx, p.SKU, p.Qty) {
+		s.metrics.beforeQueue.Inc()
+		return inventory.Result{}, inventory.ErrOutOfStock
+	}
+	leave, err := s.admission.enter(p.SKU, time.Now())
+	if err != nil {
+		return inventory.Result{}, err
+	}
+	defer leave()
+	res, err := s.sellAdmitted(ctx, p, lm, log)
+	switch {
+	case err == nil:
+		s.soldOut.noteStock(p.SKU, res.Remaining)
+	case errors.Is(err, inventory.ErrOutOfStock):
+		s.soldOut.noteShort(p.SKU)
+	}
+	return res, err
+}
+
+// sellAdmitted sells a purchase admitted to its SKU's queue.
+func (s *Server) sellAdmitted(ctx context.Context, p inventory.Purchase, lm lockMode, log requestLog) (inventory.Result, error) {
 	if lm.batched {
 		return s.sellBatched(ctx, p)
 	}
 	var res inventory.Result
-	err = s.run(ctx, log, change{
+	err := s.run(ctx, log, change{
 		skus: []string{p.SKU},
+		sale: &p,
 		apply: func(ctx context.Context, m inventory.Mode, f fencing, hooks inventory.Hooks) error {
 			p.Issuer, p.Token = f.issuer, f.tokens[p.SKU]
 			var err error
@@ -187,6 +210,12 @@ func purchaseError(err error) *apiError {
 	switch {
 	case errors.Is(err, inventory.ErrOutOfStock):
 		return newError(http.StatusConflict, "out_of_stock", "not enough stock left")
+	case isSKUBusy(err):
+		busy, _ := asSKUBusy(err)
+		e := newError(http.StatusServiceUnavailable, "sku_busy", "this product's queue is longer than a purchase may wait: "+
+			"nothing was sold, nothing was queued; retry after the seconds in Retry-After")
+		e.RetryAfter = busy.retryAfterSeconds()
+		return e
 	case errors.Is(err, inventory.ErrUnknownSKU):
 		return newError(http.StatusNotFound, "unknown_sku", "no such product")
 	case errors.Is(err, inventory.ErrKeyReused):

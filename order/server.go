@@ -67,6 +67,8 @@ type Server struct {
 	redisOnce sync.Once
 	redis     *redisLocks // the redis modes' client, opened on first use
 
+	soldOut   *soldOut      // sold-out products answered without their lock queue (soldout.go)
+	admission *admission    // purchases refused at once that would wait past the budget (admission.go)
 	feeds     *feeds        // the live page's streams
 	sales     atomic.Int64  // purchases this replica made, for the live page's rate
 	stop      chan struct{} // closed by Close
@@ -188,6 +190,12 @@ func New(cfg Config, store *inventory.Store, locks *dlock.Client, log *slog.Logg
 		return nil, err
 	}
 	s.metrics = m
+	s.soldOut = newSoldOut(store.Stocks, m.leftQueue.Inc, s.stop)
+	budget := cfg.QueueBudget
+	if budget == 0 {
+		budget = cfg.LockTimeout
+	}
+	s.admission = newAdmission(budget)
 	if s.fleet, err = s.joinFleet(); err != nil {
 		return nil, fmt.Errorf("order: %w", err)
 	}

@@ -60,6 +60,9 @@ type Options struct {
 	NoJoinWait bool
 	// RedisLockTTL is the Redis locks' expiry (default 3 s).
 	RedisLockTTL time.Duration
+	// QueueBudget is the longest foreseen lock wait a purchase is admitted to (default: the lock
+	// timeout).
+	QueueBudget time.Duration
 }
 
 func logger() *slog.Logger {
@@ -120,7 +123,8 @@ func Start(t testing.TB, n int, o Options) []*Replica {
 			redisAddr = ""
 		}
 		cfg := order.Config{ReplicaID: name, LockMode: o.Mode, LockTimeout: o.LockTimeout, WorkDelay: o.WorkDelay, AdminToken: token,
-			ZKServers: o.ZKServers, ZKSessionTimeout: 10 * time.Second, Fleet: o.Fleet, RedisAddr: redisAddr, RedisLockTTL: cmp.Or(o.RedisLockTTL, 3*time.Second), EventStreams: o.EventStreams}
+			ZKServers: o.ZKServers, ZKSessionTimeout: 10 * time.Second, Fleet: o.Fleet, RedisAddr: redisAddr, RedisLockTTL: cmp.Or(o.RedisLockTTL, 3*time.Second), EventStreams: o.EventStreams,
+			QueueBudget: o.QueueBudget}
 		srv, err := order.New(cfg, store, locks, logger())
 		if err != nil {
 			t.Fatal(err)

@@ -1,0 +1,125 @@
+package order
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+)
+
+// Admission control: a purchase that cannot be served within its budget is refused at once,
+// instead of queueing for LOCK_TIMEOUT and being refused then. Past a hot SKU's capacity its
+// queue only grows; every waiter that times out has cost the queue a create and a delete (the
+// writes the holders need), and everyone behind it a longer read of the queue, so the service
+// sold less the more it was asked: a third of its capacity at 7× the load. Refused at the door, a
+// purchase costs nothing of the SKU's: no node, no read, no connection.
+//
+// The decision rests on what this replica measures of the SKU, not on a queue length someone
+// must tune. By Little's law the time a newcomer will wait is the number ahead of it over the
+// rate at which they leave. This replica counts the SKU's purchases in flight here, and times the
+// gaps between their ends while the SKU was busy (a gap measured while nobody waited would time
+// the arrivals, not the service): the gap's moving average is the time one turn takes, whatever
+// makes it up (the hand-off, the transaction, WORK_DELAY, the lock mode). The fleet's queue is
+// first come, first served, and each replica takes its share of the arrivals, so the purchases
+// ahead here over this replica's rate of leaving is the fleet's queue over the fleet's rate. When
+// ends stop (a lock or a database that stopped answering), the time since the last one stands in
+// for the gap, so a stalled SKU refuses newcomers rather than queueing them for nothing.
+//
+// A refused purchase is told when to come back (Retry-After): the time the queue ahead of it
+// needs to shrink back within the budget.
+type admission struct {
+	budget time.Duration // the longest wait admitted; 0 admits everyone
+
+	mu   sync.Mutex
+	skus map[string]*skuFlow
+}
+
+// skuFlow is one SKU's purchases on this replica.
+type skuFlow struct {
+	inFlight int       // admitted, not answered
+	since    time.Time // the later of the last end and the moment inFlight last rose from 0
+	// turn is the moving average of the gaps between ends while the SKU was busy: a gap starts
+	// at the previous end, or where the busy spell began if that is later.
+	turn  time.Duration
+	turns int // gaps measured, up to turnWindow
+}
+
+// turnWindow is how many turns the moving average weighs: enough to smooth one slow turn, few
+// enough to follow a change of mode or of WORK_DELAY within a fraction of a second.
+const turnWindow = 32
+
+// errSKUBusy refuses a purchase that would wait longer than the budget.
+type errSKUBusy struct {
+	wait       time.Duration // the wait foreseen
+	retryAfter time.Duration
+}
+
+func (e *errSKUBusy) Error() string {
+	return fmt.Sprintf("the product's queue would hold this purchase about %v, longer than the budget", e.wait.Round(time.Millisecond))
+}
+
+// retryAfterSeconds is the Retry-After header's value: whole seconds, at least one.
+func (e *errSKUBusy) retryAfterSeconds() int {
+	return max(1, int(math.Ceil(e.retryAfter.Seconds())))
+}
+
+func newAdmission(budget time.Duration) *admission {
+	return &admission{budget: budget, skus: map[string]*skuFlow{}}
+}
+
+// enter admits a purchase of sku, or refuses it with *errSKUBusy. An admitted purchase calls
+// leave once it is answered, whatever the answer.
+func (a *admission) enter(sku string, now time.Time) (leave func(), err error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	f := a.skus[sku]
+	if f == nil {
+		f = &skuFlow{}
+		a.skus[sku] = f
+	}
+	if wait := f.foreseen(now); a.budget > 0 && wait > a.budget {
+		return nil, &errSKUBusy{wait: wait, retryAfter: wait - a.budget}
+	}
+	if f.inFlight == 0 {
+		f.since = now
+	}
+	f.inFlight++
+	return func() { a.leave(sku, f) }, nil
+}
+
+// foreseen is the wait of a purchase arriving now: those ahead of it, one turn each.
+func (f *skuFlow) foreseen(now time.Time) time.Duration {
+	if f.inFlight == 0 || f.turns < turnWindow/4 {
+		return 0 // nobody ahead, or too few turns seen to say: admit, and learn
+	}
+	turn := f.turn
+	if stalled := now.Sub(f.since); stalled > turn {
+		turn = stalled
+	}
+	return time.Duration(f.inFlight) * turn
+}
+
+func (a *admission) leave(sku string, f *skuFlow) {
+	now := time.Now()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	f.inFlight--
+	f.turns = min(f.turns+1, turnWindow)
+	f.turn += (now.Sub(f.since) - f.turn) / time.Duration(f.turns)
+	f.since = now
+	if f.inFlight == 0 && len(a.skus) > maxKnownSKUs {
+		delete(a.skus, sku) // bounded like the SKUs a replica remembers; relearnt if it comes back
+	}
+}
+
+// isSKUBusy says whether err is a refusal by admission control.
+func isSKUBusy(err error) bool {
+	_, ok := asSKUBusy(err)
+	return ok
+}
+
+func asSKUBusy(err error) (*errSKUBusy, bool) {
+	var busy *errSKUBusy
+	return busy, errors.As(err, &busy)
+}

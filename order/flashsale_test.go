@@ -1,0 +1,137 @@
+package order_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/zkstock/zkstock/order"
+)
+
+// buyAll sends n purchases of one unit of sku at once, spread over the replicas, each with its own
+// key, and returns the answers in the order sent.
+func buyAll(t *testing.T, rs []*replica, sku string, n int, keyPrefix string) []reply {
+	t.Helper()
+	replies := make([]reply, n)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			replies[i] = buy(t, rs[i%len(rs)], sku, 1, fmt.Sprintf("%s-%d", keyPrefix, i))
+		}()
+	}
+	close(start)
+	wg.Wait()
+	return replies
+}
+
+func sumMetric(t *testing.T, rs []*replica, name string) int {
+	t.Helper()
+	n := 0
+	for _, r := range rs {
+		n += metricValue(t, r, name)
+	}
+	return n
+}
+
+const (
+	leftQueueMetric   = `zkstock_sold_out_fast_total{where="left_queue"}`
+	beforeQueueMetric = `zkstock_sold_out_fast_total{where="before_queue"}`
+)
+
+// A flash sale on three replicas in mode zk: 60 buyers at once for 3 units, each turn of the lock
+// 30 ms long. Exactly 3 are sold and every other buyer is told out_of_stock (not 503 after the
+// lock's timeout), most of them sent away from the lock's queue by a read of the stock rather than
+// served a turn each. Then a buyer on every replica is answered before queueing, and a
+// cancellation on one replica makes the product sellable on another at once.
+func TestSoldOutAnsweredWithoutTheQueue(t *testing.T) {
+	rs := newCluster(t, 3, clusterOpts{WorkDelay: 30 * time.Millisecond})
+	const sku = "FLASH-SOLDOUT"
+	resetStock(t, rs[0], sku, 3)
+	replies := buyAll(t, rs, sku, 60, "flash")
+	var sold []reply
+	for _, rep := range replies {
+		switch rep.codeLine() {
+		case "201 ":
+			sold = append(sold, rep)
+		case "409 out_of_stock":
+		default:
+			t.Errorf("answer %s %s: want 201 or 409 out_of_stock", rep.codeLine(), rep.raw)
+		}
+	}
+	if a := auditOf(t, rs[0], sku); len(sold) != 3 || a.UnitsSold != 3 || a.Stock != 0 || a.LostUpdates != 0 {
+		t.Fatalf("%d sold, audit %+v: want 3 sold, none left", len(sold), a)
+	}
+	// 57 buyers each served a turn would take 57 × 30 ms; a read of the stock sends them away.
+	if left := sumMetric(t, rs, leftQueueMetric); left < 20 {
+		t.Errorf("%d of 57 refused buyers were sent away from the queue by a read of the stock; want most of them", left)
+	}
+
+	before := sumMetric(t, rs, beforeQueueMetric)
+	for i, r := range rs {
+		if rep := buy(t, r, sku, 1, "after-"+strconv.Itoa(i)); rep.codeLine() != "409 out_of_stock" {
+			t.Fatalf("a buyer on %s after the sell-out: %s %s", r.Name, rep.codeLine(), rep.raw)
+		}
+	}
+	if n := sumMetric(t, rs, beforeQueueMetric) - before; n != len(rs) {
+		t.Errorf("%d of %d buyers after the sell-out were answered before queueing; want all", n, len(rs))
+	}
+
+	key := sold[0].body["request_id"].(string)
+	if rep := call(t, "POST", fmt.Sprintf("%s/v1/orders/%d/cancel", rs[0].URL, sold[0].orderID()), fmt.Sprintf(`{"request_id":%q}`, key)); rep.status != 200 {
+		t.Fatalf("cancel: %s %s", rep.codeLine(), rep.raw)
+	}
+	if rep := buy(t, rs[2], sku, 1, "restocked"); rep.status != 201 {
+		t.Fatalf("a buyer on %s right after a cancellation on %s: %s %s; the unit given back must sell", rs[2].Name, rs[0].Name, rep.codeLine(), rep.raw)
+	}
+}
+
+// Admission control: 30 buyers teach the replicas how long a turn of the lock takes (40 ms of
+// work), then 90 arrive at once with a queue budget of 300 ms. Those the queue could not serve
+// within the budget are refused at once with 503 sku_busy and a Retry-After, and nothing of theirs
+// was sold or left in ZooKeeper; the others are sold. Nothing else is answered.
+func TestPurchasesPastTheBudgetAreRefusedAtOnce(t *testing.T) {
+	rs := newCluster(t, 3, clusterOpts{WorkDelay: 40 * time.Millisecond, QueueBudget: 300 * time.Millisecond})
+	const sku = "FLASH-BUSY"
+	resetStock(t, rs[0], sku, 1000)
+	created, busy := 0, 0
+	var refusedKeys []string
+	for wave, n := range []int{30, 90} {
+		for _, rep := range buyAll(t, rs, sku, n, fmt.Sprintf("wave%d", wave)) {
+			switch rep.codeLine() {
+			case "201 ":
+				created++
+			case "503 sku_busy":
+				busy++
+				refusedKeys = append(refusedKeys, rep.body["request_id"].(string))
+				if s, err := strconv.Atoi(rep.header.Get("Retry-After")); err != nil || s < 1 {
+					t.Errorf("sku_busy with Retry-After %q: want a whole number of seconds, at least 1", rep.header.Get("Retry-After"))
+				}
+			default:
+				t.Errorf("answer %s %s: want 201 or 503 sku_busy", rep.codeLine(), rep.raw)
+			}
+		}
+	}
+	if busy == 0 {
+		t.Fatalf("no purchase of the 90 was refused: 30 turns a replica of 40 ms each cannot fit a 300 ms budget")
+	}
+	if a := auditOf(t, rs[0], sku); a.UnitsSold != int64(created) || a.LostUpdates != 0 {
+		t.Fatalf("audit %+v after %d sales and %d refusals", a, created, busy)
+	}
+	for _, key := range refusedKeys[:min(5, len(refusedKeys))] {
+		if rep := call(t, "GET", rs[1].URL+"/v1/orders?request_id="+key, ""); rep.status != 404 {
+			t.Errorf("the order of refused key %s: %s %s; want 404", key, rep.codeLine(), rep.raw)
+		}
+	}
+	q, total, err := rs[0].Locks.Queue(context.Background(), order.LockRoot+"/"+sku, 0)
+	if err != nil || total != 0 {
+		t.Errorf("the lock's queue after the load: %v (%d nodes), err %v; want empty", q, total, err)
+	}
+	t.Logf("%d sold, %d refused", created, busy)
+}
