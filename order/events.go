@@ -288,23 +288,28 @@ type snapshot struct {
 type rates struct {
 	PurchasesPerSecond float64 `json:"purchases_per_s"`
 	WakeupsPerSecond   float64 `json:"wakeups_per_s"`
+	// answers without a turn of the lock: refused past the queue budget (sku_busy), and
+	// out_of_stock from a read of the stock (soldout.go)
+	RefusedPerSecond float64 `json:"refused_per_s"`
+	SoldOutPerSecond float64 `json:"sold_out_fast_per_s"`
 }
 
 // rateMeter turns this replica's counters into per-second rates between two updates.
 type rateMeter struct {
-	at             time.Time
-	sales, wakeups int64
+	at                               time.Time
+	sales, wakeups, refused, soldOut int64
 }
 
 func (m *rateMeter) next(s *Server) rates {
-	now, sales, wakeups := time.Now(), s.sales.Load(), s.ZKStats().WatchEvents
+	now, sales, wakeups, refused, soldOut := time.Now(), s.sales.Load(), s.ZKStats().WatchEvents, s.refused.Load(), s.soldOutFast.Load()
 	var r rates
 	if !m.at.IsZero() {
 		if dt := now.Sub(m.at).Seconds(); dt > 0 {
-			r = rates{PurchasesPerSecond: float64(sales-m.sales) / dt, WakeupsPerSecond: float64(wakeups-m.wakeups) / dt}
+			r = rates{PurchasesPerSecond: float64(sales-m.sales) / dt, WakeupsPerSecond: float64(wakeups-m.wakeups) / dt,
+				RefusedPerSecond: float64(refused-m.refused) / dt, SoldOutPerSecond: float64(soldOut-m.soldOut) / dt}
 		}
 	}
-	m.at, m.sales, m.wakeups = now, sales, wakeups
+	m.at, m.sales, m.wakeups, m.refused, m.soldOut = now, sales, wakeups, refused, soldOut
 	return r
 }
 

@@ -70,7 +70,7 @@ func (s *Server) runOnce(ctx context.Context, lm lockMode, pass *fleet.Pass, sor
 		h, err := lm.lock(s, waitCtx, sorted)
 		queued()
 		if err != nil {
-			return nil, soldOutError(waitCtx, err)
+			return nil, s.leftQueue(waitCtx, err)
 		}
 		held = h
 		return h.Unlock, nil

@@ -178,7 +178,7 @@ func TestLivePageInChromium(t *testing.T) {
 	if most < 2 || !shot {
 		t.Fatalf("the queue never showed waiters with their arrows during the zk load (at most %d nodes)", most)
 	}
-	waitPage(t, ctx, 10*time.Second, "stock 0, queue empty, nothing oversold", func() (bool, error) {
+	waitPage(t, ctx, 10*time.Second, "stock 0 and sold out, queue empty, nothing oversold", func() (bool, error) {
 		stock, err := textOf(ctx, "stock")
 		if err != nil {
 			return false, err
@@ -195,7 +195,11 @@ func TestLivePageInChromium(t *testing.T) {
 		if err != nil {
 			return false, err
 		}
-		return stock == "0" && queued == "0" && nodes == 0 && oversold == "0", nil
+		note, err := textOf(ctx, "stock-note")
+		if err != nil {
+			return false, err
+		}
+		return stock == "0" && note == "sold out" && queued == "0" && nodes == 0 && oversold == "0", nil
 	})
 	modes, err := textOf(ctx, "modes")
 	if err != nil {

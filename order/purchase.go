@@ -157,10 +157,12 @@ func (s *Server) sell(ctx context.Context, p inventory.Purchase, mode LockMode, 
 	}
 	if s.soldOut.shortBeforeQueue(ctx, p.SKU, p.Qty) {
 		s.metrics.beforeQueue.Inc()
+		s.soldOutFast.Add(1)
 		return inventory.Result{}, inventory.ErrOutOfStock
 	}
 	leave, err := s.admission.enter(p.SKU, time.Now())
 	if err != nil {
+		s.refused.Add(1)
 		return inventory.Result{}, err
 	}
 	defer leave()

@@ -67,12 +67,15 @@ type Server struct {
 	redisOnce sync.Once
 	redis     *redisLocks // the redis modes' client, opened on first use
 
-	soldOut   *soldOut      // sold-out products answered without their lock queue (soldout.go)
-	admission *admission    // purchases refused at once that would wait past the budget (admission.go)
-	feeds     *feeds        // the live page's streams
-	sales     atomic.Int64  // purchases this replica made, for the live page's rate
-	stop      chan struct{} // closed by Close
-	closeOnce sync.Once
+	soldOut   *soldOut     // sold-out products answered without their lock queue (soldout.go)
+	admission *admission   // purchases refused at once that would wait past the budget (admission.go)
+	feeds     *feeds       // the live page's streams
+	sales     atomic.Int64 // purchases this replica made, for the live page's rate
+	// purchases answered without a turn of the lock, for the live page: refused past the queue
+	// budget, and out_of_stock from a read of the stock
+	refused, soldOutFast atomic.Int64
+	stop                 chan struct{} // closed by Close
+	closeOnce            sync.Once
 }
 
 // herdClient is mode zk-herd's ZooKeeper session. The herd recipe is a teaching one, kept out of
@@ -190,7 +193,7 @@ func New(cfg Config, store *inventory.Store, locks *dlock.Client, log *slog.Logg
 		return nil, err
 	}
 	s.metrics = m
-	s.soldOut = newSoldOut(store.Stocks, m.leftQueue.Inc, s.stop)
+	s.soldOut = newSoldOut(store.Stocks, s.stop)
 	budget := cfg.QueueBudget
 	if budget == 0 {
 		budget = cfg.LockTimeout

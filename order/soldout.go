@@ -33,7 +33,6 @@ import (
 // once); nothing is cached that could refuse a sellable purchase.
 type soldOut struct {
 	stocks func(ctx context.Context, skus []string) (map[string]int64, error)
-	onLeft func() // counts a queued purchase sent away
 	stop   <-chan struct{}
 
 	mu   sync.Mutex
@@ -74,8 +73,8 @@ type queuedPurchase struct {
 // cannot be served; the purchase is answered out_of_stock.
 var errSoldOutWhileQueued = errors.New("sold out while queued")
 
-func newSoldOut(stocks func(context.Context, []string) (map[string]int64, error), onLeft func(), stop <-chan struct{}) *soldOut {
-	return &soldOut{stocks: stocks, onLeft: onLeft, stop: stop, skus: map[string]*stockWatch{}, wake: make(chan struct{}, 1)}
+func newSoldOut(stocks func(context.Context, []string) (map[string]int64, error), stop <-chan struct{}) *soldOut {
+	return &soldOut{stocks: stocks, stop: stop, skus: map[string]*stockWatch{}, wake: make(chan struct{}, 1)}
 }
 
 // watch is sku's state, made if missing. Under so.mu.
@@ -258,7 +257,6 @@ func (so *soldOut) sendAway(stocks map[string]int64, read uint64) {
 			if q.seenBy < read && q.qty > stock {
 				q.leave(errSoldOutWhileQueued)
 				delete(w.queued, q)
-				so.onLeft()
 			}
 		}
 		// With units left, the purchases still queued can be served: their turns decide, and a
@@ -268,9 +266,12 @@ func (so *soldOut) sendAway(stocks map[string]int64, read uint64) {
 	}
 }
 
-// soldOutError turns a lock wait that a read of the stock ended into out_of_stock.
-func soldOutError(ctx context.Context, err error) error {
-	if err != nil && errors.Is(context.Cause(ctx), errSoldOutWhileQueued) {
+// leftQueue turns a lock wait that a read of the stock ended into out_of_stock, and counts it. A
+// wait that took the lock as it was sent away keeps the lock: its turn decides.
+func (s *Server) leftQueue(waitCtx context.Context, err error) error {
+	if err != nil && errors.Is(context.Cause(waitCtx), errSoldOutWhileQueued) {
+		s.metrics.leftQueue.Inc()
+		s.soldOutFast.Add(1)
 		return inventory.ErrOutOfStock
 	}
 	return err

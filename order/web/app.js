@@ -12,7 +12,6 @@ function badWhenNonZero(cardId, n) { $(cardId).classList.toggle("bad", n !== 0);
 function render(s) {
   const a = s.audit;
   setText("stock", a.stock);
-  setText("initial", a.initial_stock);
   setText("orders", a.orders);
   setText("units-sold", a.units_sold);
   setText("oversold", a.oversold);
@@ -21,6 +20,11 @@ function render(s) {
   badWhenNonZero("lost-card", a.lost_updates);
   setText("rate-purchases", s.rates.purchases_per_s.toFixed(1));
   setText("rate-wakeups", s.rates.wakeups_per_s.toFixed(1));
+  setText("rate-refused", s.rates.refused_per_s.toFixed(1));
+  setText("rate-sold-out", s.rates.sold_out_fast_per_s.toFixed(1));
+  // Sold out as the audit read it; buyers are then answered by a read of the stock, not a turn.
+  $("stock-card").classList.toggle("sold-out", a.stock === 0);
+  setText("stock-note", a.stock === 0 ? "sold out" : "of " + a.initial_stock);
   setText("replica", s.replica);
 
   const modes = $("modes");
