@@ -61,7 +61,7 @@ func runOpenLoop(ctx context.Context, a *api, cfg Config, rep *Report, progress 
 		}
 		for _, rate := range cfg.SweepRates {
 			// A sweep measures capacity, not a sell-out: every step has stock for every purchase.
-			stock := max(cfg.Stock, countPlan(rate, cfg.Duration)*cfg.Qty)
+			stock := max(cfg.Stock, (countPlan(rate, cfg.Duration)+1)*cfg.Qty)
 			row, err := runOpenMode(ctx, a, cfg, mode, rate, stock, progress)
 			if err != nil {
 				return fmt.Errorf("mode %s at %d/s: %w", mode, rate, err)

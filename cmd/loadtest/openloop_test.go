@@ -144,14 +144,15 @@ func TestOpenLoopLatencyGrowsWithTheQueue(t *testing.T) {
 	}
 }
 
-// An open-loop sweep steps each mode through the rates, with stock for every purchase, and draws
-// goodput and p99 against the offered rate.
+// An open-loop sweep steps each mode through the rates, with stock for every purchase whatever
+// -stock says (a sweep measures capacity, not a sell-out), and draws goodput and p99 against the
+// offered rate.
 func TestSweep(t *testing.T) {
 	rs := ordertest.Start(t, 3, ordertest.Options{WorkDelay: 2 * time.Millisecond})
 	dir := t.TempDir()
 	jsonPath, htmlPath := filepath.Join(dir, "r.json"), filepath.Join(dir, "r.html")
 	var stdout, stderr bytes.Buffer
-	code := run(context.Background(), []string{"-targets", targets(rs), "-sku", "OL-3", "-sweep", "-sweep-rates", "20,80", "-duration", "1s",
+	code := run(context.Background(), []string{"-targets", targets(rs), "-sku", "OL-3", "-stock", "1", "-sweep", "-sweep-rates", "20,80", "-duration", "1s",
 		"-modes", "zk,db-cas", "-admin-token", ordertest.AdminToken, "-json", jsonPath, "-html", htmlPath}, &stdout, &stderr)
 	t.Logf("table:\n%s", stdout.String())
 	if code != 0 {
