@@ -104,6 +104,17 @@ func TestOpenLoopSendsAtTheRate(t *testing.T) {
 	if later < 200 || later > 380 || o.AnsweredAfter < later {
 		t.Fatalf("%d later buyers, %d answered after the sell-out: want most of the 380 refused", later, o.AnsweredAfter)
 	}
+	// The flash-sale table of this run (as both of its runs, for brevity).
+	var table bytes.Buffer
+	if code := run(context.Background(), []string{"flash-sale", jsonPath, jsonPath}, &table, &stderr); code != 0 {
+		t.Fatalf("flash-sale: exit %d: %s", code, stderr.String())
+	}
+	if !strings.Contains(table.String(), "| zk | 20 sold in ") || !strings.Contains(table.String(), "× `409 out_of_stock` p50 ") {
+		t.Errorf("flash-sale table:\n%s", table.String())
+	}
+	if code := run(context.Background(), []string{"flash-sale", jsonPath}, io.Discard, io.Discard); code != 2 {
+		t.Errorf("flash-sale with one report: exit %d, want 2", code)
+	}
 	md, err := os.ReadFile(mdPath)
 	if err != nil {
 		t.Fatal(err)
