@@ -20,7 +20,7 @@ func WriteFlashSale(w io.Writer, units, ample *Report) error {
 		byMode[row.Mode] = row
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "| mode | %s units, %s buyers/s for %s: sold / answers to the buyers after the sell-out | ample stock, %s buyers/s: sales per second / p99 by answer |\n| --- | --- | --- |\n",
+	fmt.Fprintf(&b, "| mode | %s units, %s buyers/s for %s: sold / answers to the buyers who came after the sell-out | ample stock, %s buyers/s: sales per second / p99 by answer |\n| --- | --- | --- |\n",
 		thousands(units.Config.Stock), thousands(units.Config.Rate), units.Config.Duration, thousands(ample.Config.Rate))
 	seen := map[string]bool{}
 	for _, row := range units.Rows {
@@ -47,9 +47,14 @@ func unitsCell(row Row) string {
 		return "—"
 	}
 	var parts []string
-	if o.SoldOut {
+	switch {
+	case o.SoldOut && len(o.LaterBuyers) > 0:
 		parts = append(parts, fmt.Sprintf("%s sold in %s; then %s", thousands(int(row.UnitsSold)), duration(o.SoldOutAtMS), classList(o.LaterBuyers, 0)))
-	} else {
+	case o.SoldOut:
+		// Sold out only after the last buyer came: what the queued buyers were told instead.
+		parts = append(parts, fmt.Sprintf("%s sold in %s, after the last buyer came; answered after it: %s", thousands(int(row.UnitsSold)),
+			duration(o.SoldOutAtMS), classList(o.AnsweredAfter, 0)))
+	default:
 		parts = append(parts, fmt.Sprintf("%s sold, %s left: not sold out; %s", thousands(int(row.UnitsSold)), thousands(int(row.FinalStock)), classList(o.Classes, 0)))
 	}
 	return strings.Join(append(parts, offCell(row)...), "; ")

@@ -24,3 +24,18 @@ func TestFlashSaleTable(t *testing.T) {
 		}
 	}
 }
+
+// A sell-out that came after the last buyer (the lock's queue outlasted the sale) has no later
+// buyers: the cell says what the queued ones were told after it.
+func TestFlashSaleTableSoldOutAfterTheLastBuyer(t *testing.T) {
+	cfg := Config{Rate: 1000, Duration: 3 * time.Second, Stock: 100}
+	units := &Report{Config: cfg, Rows: []Row{{Mode: "zk", UnitsSold: 100, Open: &OpenLoop{SoldOut: true, SoldOutAtMS: 5600,
+		AnsweredAfter: []ClassStats{{Class: "409 out_of_stock", Count: 553, P50: 5100, P99: 5500}}}}}}
+	var b strings.Builder
+	if err := WriteFlashSale(&b, units, units); err != nil {
+		t.Fatal(err)
+	}
+	if want := "| zk | 100 sold in 5.6 s, after the last buyer came; answered after it: 553 × `409 out_of_stock` p50 5.1 s, p99 5.5 s |"; !strings.Contains(b.String(), want) {
+		t.Errorf("table lacks %q:\n%s", want, b.String())
+	}
+}

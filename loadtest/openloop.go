@@ -21,14 +21,16 @@ type OpenLoop struct {
 	Sends      int     `json:"sends"`
 	// SendRPS is the rate the purchases really left at: below OfferedRPS when the generator fell
 	// behind its schedule (SendLag says by how much; those delays count in every latency).
-	SendRPS       float64      `json:"send_rps"`
-	SendLagP99    float64      `json:"send_lag_p99_ms"`
-	SendLagMax    float64      `json:"send_lag_max_ms"`
-	GoodputRPS    float64      `json:"goodput_rps"` // sales per second, from the start to the last answer
-	Classes       []ClassStats `json:"classes"`
-	SoldOut       bool         `json:"sold_out"`       // the stock ran out (less than one purchase's quantity left)
-	SoldOutAtMS   float64      `json:"sold_out_at_ms"` // when the last sale was answered, from the start
-	AnsweredAfter int          `json:"answered_after_sell_out"`
+	SendRPS     float64      `json:"send_rps"`
+	SendLagP99  float64      `json:"send_lag_p99_ms"`
+	SendLagMax  float64      `json:"send_lag_max_ms"`
+	GoodputRPS  float64      `json:"goodput_rps"` // sales per second, from the start to the last answer
+	Classes     []ClassStats `json:"classes"`
+	SoldOut     bool         `json:"sold_out"`       // the stock ran out (less than one purchase's quantity left)
+	SoldOutAtMS float64      `json:"sold_out_at_ms"` // when the last sale was answered, from the start
+	// AnsweredAfter are the answers that came after the sell-out, whenever their buyers came:
+	// those queued before it too, whose latency includes their wait before it.
+	AnsweredAfter []ClassStats `json:"answered_after_sell_out,omitempty"`
 	// LaterBuyers are the purchases whose intended send time came after the sell-out: they could
 	// only be told no, and how fast they were is what a flash sale's buyers see.
 	LaterBuyers []ClassStats `json:"later_buyers,omitempty"`
@@ -178,11 +180,7 @@ func openLoopStats(cfg Config, rate int, samples []sample, lastSend time.Duratio
 		return o
 	}
 	o.SoldOut, o.SoldOutAtMS = true, ms(lastSale)
-	for _, s := range samples {
-		if s.at > lastSale {
-			o.AnsweredAfter++
-		}
-	}
+	o.AnsweredAfter = classify(samples, func(s sample) bool { return s.at > lastSale })
 	o.LaterBuyers = classify(samples, func(s sample) bool { return s.at-s.latency >= lastSale })
 	return o
 }

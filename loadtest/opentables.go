@@ -3,12 +3,13 @@ package loadtest
 import "fmt"
 
 var (
-	openRatesHeader = []string{"mode", "offered/s", "sent/s", "send lag p99 ms", "goodput/s", "sold out at s", "answered after"}
+	openRatesHeader = []string{"mode", "offered/s", "sent/s", "send lag p99 ms", "goodput/s", "sold out at s", "answered after", "came after"}
 	openClassHeader = []string{"mode", "offered/s", "buyers", "answer", "count", "p50 ms", "p90 ms", "p99 ms", "max ms"}
 )
 
 // openTables are the open loop's two tables, when it ran: the rates per mode (and sweep step),
-// then the answers by class, for all buyers and for those who came after the sell-out.
+// then the answers by class: all of them, those answered after the sell-out, and those to the
+// buyers who came after it.
 func (r *Report) openTables() []table {
 	rates, classes := table{Header: openRatesHeader}, table{Header: openClassHeader}
 	for _, row := range r.Rows {
@@ -17,16 +18,16 @@ func (r *Report) openTables() []table {
 			continue
 		}
 		offered := fmt.Sprintf("%.0f", o.OfferedRPS)
-		soldOut, after := "-", "-"
+		soldOut, answered, came := "-", "-", "-"
 		if o.SoldOut {
-			soldOut, after = fmt.Sprintf("%.2f", o.SoldOutAtMS/1000), itoa(o.AnsweredAfter)
+			soldOut, answered, came = fmt.Sprintf("%.2f", o.SoldOutAtMS/1000), itoa(count(o.AnsweredAfter)), itoa(count(o.LaterBuyers))
 		}
 		rates.Rows = append(rates.Rows, []string{row.Mode, offered, fmt.Sprintf("%.0f", o.SendRPS), fmt.Sprintf("%.1f", o.SendLagP99),
-			fmt.Sprintf("%.0f", o.GoodputRPS), soldOut, after})
+			fmt.Sprintf("%.0f", o.GoodputRPS), soldOut, answered, came})
 		for _, group := range []struct {
 			name string
 			cs   []ClassStats
-		}{{"all", o.Classes}, {"after sell-out", o.LaterBuyers}} {
+		}{{"all", o.Classes}, {"answered after sell-out", o.AnsweredAfter}, {"came after sell-out", o.LaterBuyers}} {
 			for _, c := range group.cs {
 				classes.Rows = append(classes.Rows, []string{row.Mode, offered, group.name, c.Class, itoa(c.Count),
 					fmt.Sprintf("%.1f", c.P50), fmt.Sprintf("%.1f", c.P90), fmt.Sprintf("%.1f", c.P99), fmt.Sprintf("%.1f", c.Max)})
@@ -37,4 +38,13 @@ func (r *Report) openTables() []table {
 		return nil
 	}
 	return []table{rates, classes}
+}
+
+// count is how many answers the classes hold.
+func count(cs []ClassStats) int {
+	n := 0
+	for _, c := range cs {
+		n += c.Count
+	}
+	return n
 }
