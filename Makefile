@@ -10,7 +10,7 @@ DEMO_FLAGS ?=
 FUZZTIME ?= 30s
 FUZZ_CORPUS := order/testdata/fuzz/FuzzAPI
 
-.PHONY: check-go test test-faults lint compose-check compose-test screenshots footprint scale scale-ab syscalls-ab bench demo demo-up demo-down servers-start servers-stop help
+.PHONY: check-go test test-faults lint compose-check compose-test screenshots footprint scale scale-ab syscalls-ab bench demo demo-up demo-down flash-sale servers-start servers-stop help
 
 ## check-go: the Go toolchain is at least go.mod's version (1.26.8); every target below that
 ## builds or tests depends on it and says what is missing
@@ -94,6 +94,13 @@ demo-up: check-go
 	scripts/demo.sh up .demo
 demo-down:
 	scripts/demo.sh down .demo
+
+## flash-sale: the flash sale on local processes: three replicas (WORK_DELAY 5ms), one SKU, every
+## lock mode, 1,000 buyers/s for 10 s (open loop) with 100 units and then with ample stock; prints
+## the table, reports in out/flash-sale/. RATE, DURATION, UNITS, MODES, WORK_DELAY, PORTS settable:
+## make flash-sale MODES=zk,zk-batch DURATION=5s
+flash-sale: check-go
+	$(SERVERS) run --no-ensemble --no-test-packages -- scripts/flash-sale.sh
 
 ## bench: dlock against go-zookeeper's zk.Lock, Curator's InterProcessMutex and kazoo's Lock, 1, 3
 ## and 30 contenders, side by side: a warm-up, then BENCH_ROUNDS rounds that alternate the four,

@@ -11,6 +11,9 @@ import (
 	"time"
 )
 
+// openLoopIdleConns is the open loop's bound on idle connections per replica (vegeta's default).
+const openLoopIdleConns = 10000
+
 // api talks to the replicas.
 type api struct {
 	http  *http.Client
@@ -19,6 +22,12 @@ type api struct {
 
 func newAPI(c Config) *api {
 	tr := &http.Transport{MaxIdleConns: c.Concurrency * 2, MaxIdleConnsPerHost: c.Concurrency, IdleConnTimeout: 30 * time.Second}
+	if c.OpenLoop() {
+		// As many connections stay open as purchases are in flight at the offered rate: closing
+		// them after each answer would make every later purchase pay a new connection, and leave
+		// thousands of sockets in TIME_WAIT at 1,000 purchases a second.
+		tr.MaxIdleConns, tr.MaxIdleConnsPerHost = 0, openLoopIdleConns
+	}
 	return &api{http: &http.Client{Transport: tr, Timeout: c.Timeout}, token: c.AdminToken}
 }
 

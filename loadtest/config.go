@@ -26,7 +26,16 @@ type Config struct {
 	Products    int           // the catalogue: SKU, SKU-2, ... SKU-n (0 or 1: SKU alone, or the cart's)
 	Dist        string        // how purchases spread over the catalogue: DistUniform or DistZipf
 	ZipfS       float64       // DistZipf's exponent, above 1
+	// The open loop (Rate > 0, or a sweep): purchases sent at a fixed arrival rate for Duration,
+	// each answer's latency counted from its intended send time. Requests and Concurrency are the
+	// closed loop's and are then zero.
+	Rate       int           // purchases per second; 0: the closed loop
+	Duration   time.Duration // how long each mode (each sweep step) sends
+	SweepRates []int         // the offered rates a sweep steps through, per mode; empty: no sweep
 }
+
+// OpenLoop says whether purchases go at a fixed arrival rate rather than a fixed number in flight.
+func (c Config) OpenLoop() bool { return c.Rate > 0 || len(c.SweepRates) > 0 }
 
 // SKUs are the products the load sells: SKU, SKU-2, ... up to the catalogue or the cart, whichever
 // is larger.
@@ -63,11 +72,25 @@ func (c Config) Validate() error {
 	if c.Stock < 0 {
 		errs = append(errs, errors.New("-stock must not be negative"))
 	}
-	if c.Requests < 1 {
-		errs = append(errs, errors.New("-requests must be at least 1"))
-	}
-	if c.Concurrency < 1 {
-		errs = append(errs, errors.New("-concurrency must be at least 1"))
+	switch {
+	case c.Rate < 0:
+		errs = append(errs, errors.New("-rate must not be negative"))
+	case c.OpenLoop():
+		if c.Duration <= 0 {
+			errs = append(errs, errors.New("-duration must be positive with -rate"))
+		}
+		for _, r := range c.SweepRates {
+			if r < 1 {
+				errs = append(errs, fmt.Errorf("-sweep-rates: %d is not a rate; every rate must be at least 1 per second", r))
+			}
+		}
+	default:
+		if c.Requests < 1 {
+			errs = append(errs, errors.New("-requests must be at least 1"))
+		}
+		if c.Concurrency < 1 {
+			errs = append(errs, errors.New("-concurrency must be at least 1"))
+		}
 	}
 	if c.Qty < 1 {
 		errs = append(errs, errors.New("-qty must be at least 1"))

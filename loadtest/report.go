@@ -62,6 +62,7 @@ type Row struct {
 	Max            float64        `json:"max_ms"`
 	Latency        []LatencyPoint `json:"latency"`
 	Sales          []Sale         `json:"sales"`
+	Open           *OpenLoop      `json:"open_loop,omitempty"` // the open loop's rates and answer classes (-rate)
 }
 
 // LatencyPoint is one point of the latency distribution.
@@ -162,6 +163,16 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	for _, t := range r.openTables() {
+		fmt.Fprintln(w)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		for _, line := range append([][]string{t.Header}, t.Rows...) {
+			fmt.Fprintln(tw, strings.Join(line, "\t")+"\t")
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
 	for _, row := range r.Rows {
 		if row.SKUs > 1 {
 			worst := "none is off"
@@ -185,8 +196,28 @@ func (r *Report) WriteTable(w io.Writer) error {
 // WriteMarkdown prints the rows as a Markdown table, for the docs.
 func (r *Report) WriteMarkdown(w io.Writer) error {
 	var b strings.Builder
-	b.WriteString("| " + strings.Join(tableHeader, " | ") + " |\n|")
-	for i := range tableHeader {
+	main := table{Header: tableHeader}
+	for _, row := range r.Rows {
+		main.Rows = append(main.Rows, row.cells())
+	}
+	main.markdown(&b)
+	for _, t := range r.openTables() {
+		b.WriteString("\n")
+		t.markdown(&b)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// table is a header and rows of cells; the first column is text, the others mostly numbers.
+type table struct {
+	Header []string
+	Rows   [][]string
+}
+
+func (t table) markdown(b *strings.Builder) {
+	b.WriteString("| " + strings.Join(t.Header, " | ") + " |\n|")
+	for i := range t.Header {
 		if i == 0 {
 			b.WriteString(" --- |")
 		} else {
@@ -194,11 +225,9 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 		}
 	}
 	b.WriteString("\n")
-	for _, row := range r.Rows {
-		b.WriteString("| " + strings.Join(row.cells(), " | ") + " |\n")
+	for _, row := range t.Rows {
+		b.WriteString("| " + strings.Join(row, " | ") + " |\n")
 	}
-	_, err := io.WriteString(w, b.String())
-	return err
 }
 
 // WriteJSON writes the whole report.

@@ -31,6 +31,9 @@ func Run(ctx context.Context, cfg Config, progress Progress) (*Report, error) {
 	}
 	a := newAPI(cfg)
 	rep := newReport(cfg)
+	if cfg.OpenLoop() {
+		return rep, runOpenLoop(ctx, a, cfg, rep, progress)
+	}
 	for _, mode := range cfg.Modes {
 		row, err := runMode(ctx, a, cfg, mode, progress)
 		if err != nil {
@@ -48,9 +51,10 @@ type sample struct {
 	status    int
 	code      string
 	remaining int64
-	failovers int     // replicas tried before the one that answered
-	orderIDs  []int64 // the purchase's order, or a cart's orders
-	key       string  // the purchase's Idempotency-Key: the capability to cancel its orders
+	failovers int           // replicas tried before the one that answered
+	lag       time.Duration // the open loop's: how late the purchase left after its intended send time
+	orderIDs  []int64       // the purchase's order, or a cart's orders
+	key       string        // the purchase's Idempotency-Key: the capability to cancel its orders
 	skus      []string
 	shortSKU  string // a cart's first short item, when it was sold out
 	// The cancellation of the order, when this purchase drew one (-cancel-ratio).
@@ -61,30 +65,9 @@ type sample struct {
 }
 
 func runMode(ctx context.Context, a *api, cfg Config, mode string, progress Progress) (Row, error) {
-	admin := cfg.Targets[0]
-	if err := forEachSKU(ctx, cfg.SKUs(), func(ctx context.Context, sku string) error {
-		_, err := a.do(ctx, http.MethodPut, admin+"/admin/products/"+sku, map[string]int{"stock": cfg.Stock}, nil, a.adminHeader())
-		return err
-	}); err != nil {
-		return Row{}, fmt.Errorf("reset the products on %s: %w", admin, err)
+	if err := prepareMode(ctx, a, cfg, mode, cfg.Stock); err != nil {
+		return Row{}, err
 	}
-	// The mode is the fleet's: one switch through any replica switches them all; each target is
-	// then asked, so that a target of another fleet is found before it skews the row.
-	if _, err := a.do(ctx, http.MethodPut, admin+"/admin/lock-mode", map[string]string{"mode": mode}, nil, a.adminHeader()); err != nil {
-		return Row{}, fmt.Errorf("switch the fleet to %s through %s: %w", mode, admin, err)
-	}
-	for _, t := range cfg.Targets {
-		var got struct {
-			Mode string `json:"mode"`
-		}
-		if _, err := a.do(ctx, http.MethodGet, t+"/admin/lock-mode", nil, &got, a.adminHeader()); err != nil {
-			return Row{}, fmt.Errorf("read the mode of %s: %w", t, err)
-		}
-		if got.Mode != mode {
-			return Row{}, fmt.Errorf("%s runs %s after the fleet was switched to %s through %s: it is in another fleet (FLEET)", t, got.Mode, mode, admin)
-		}
-	}
-
 	samples := make([]sample, cfg.Requests)
 	run, err := newRunID()
 	if err != nil {
@@ -125,18 +108,54 @@ func runMode(ctx context.Context, a *api, cfg Config, mode string, progress Prog
 	elapsed := time.Since(start)
 	progress.Finish()
 
+	audits, err := auditAll(ctx, a, cfg)
+	if err != nil {
+		return Row{}, err
+	}
+	return summarize(mode, cfg, samples, elapsed, audits), nil
+}
+
+// auditAll reads every product's audit.
+func auditAll(ctx context.Context, a *api, cfg Config) (map[string]Audit, error) {
 	audits := make(map[string]Audit, len(cfg.SKUs()))
 	var mu sync.Mutex
-	if err := forEachSKU(ctx, cfg.SKUs(), func(ctx context.Context, sku string) error {
+	err := forEachSKU(ctx, cfg.SKUs(), func(ctx context.Context, sku string) error {
 		audit, err := auditAny(ctx, a, cfg.Targets, sku)
 		mu.Lock()
 		audits[sku] = audit
 		mu.Unlock()
 		return err
+	})
+	return audits, err
+}
+
+// prepareMode resets the products to stock units and switches the fleet to the mode.
+func prepareMode(ctx context.Context, a *api, cfg Config, mode string, stock int) error {
+	admin := cfg.Targets[0]
+	if err := forEachSKU(ctx, cfg.SKUs(), func(ctx context.Context, sku string) error {
+		_, err := a.do(ctx, http.MethodPut, admin+"/admin/products/"+sku, map[string]int{"stock": stock}, nil, a.adminHeader())
+		return err
 	}); err != nil {
-		return Row{}, err
+		return fmt.Errorf("reset the products on %s: %w", admin, err)
 	}
-	return summarize(mode, cfg, samples, elapsed, audits), nil
+	// The mode is the fleet's: one switch through any replica switches them all; each target is
+	// then asked, so that a target of another fleet is found before it skews the row.
+	if _, err := a.do(ctx, http.MethodPut, admin+"/admin/lock-mode", map[string]string{"mode": mode}, nil, a.adminHeader()); err != nil {
+		return fmt.Errorf("switch the fleet to %s through %s: %w", mode, admin, err)
+	}
+	for _, t := range cfg.Targets {
+		var got struct {
+			Mode string `json:"mode"`
+		}
+		if _, err := a.do(ctx, http.MethodGet, t+"/admin/lock-mode", nil, &got, a.adminHeader()); err != nil {
+			return fmt.Errorf("read the mode of %s: %w", t, err)
+		}
+		if got.Mode != mode {
+			return fmt.Errorf("%s runs %s after the fleet was switched to %s through %s: it is in another fleet (FLEET)", t, got.Mode, mode, admin)
+		}
+	}
+
+	return nil
 }
 
 // purchaseBody is a purchase of one SKU, or of a cart.

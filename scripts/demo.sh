@@ -13,11 +13,12 @@
 #                                          tests' JDK, Curator and kazoo), and change nothing
 #
 # With ZK_SERVERS and MYSQL_DSN already set, `up` uses those servers instead of starting its own.
-# DEMO_WORK_DELAY (default 5ms) is the replicas' simulated work inside the critical section.
+# DEMO_WORK_DELAY (default 5ms) is the replicas' simulated work inside the critical section;
+# DEMO_PORTS (default "8081 8082 8083") the replicas' three ports.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-PORTS=(8081 8082 8083)
+read -r -a PORTS <<<"${DEMO_PORTS:-8081 8082 8083}"
 # The demo runs one ZooKeeper, MariaDB and Redis: not the tests' ensemble, nor their packages.
 SERVERS_FLAGS=(--no-ensemble --no-test-packages)
 
@@ -147,7 +148,7 @@ cmd_run() {
 	trap 'exit 130' INT TERM
 	cmd_up "$RUN_DIR"
 	mkdir -p "$ROOT/out"
-	"$RUN_DIR/bin/loadtest" -targets http://127.0.0.1:8081,http://127.0.0.1:8082,http://127.0.0.1:8083 \
+	"$RUN_DIR/bin/loadtest" -targets "http://127.0.0.1:${PORTS[0]},http://127.0.0.1:${PORTS[1]},http://127.0.0.1:${PORTS[2]}" \
 		-admin-token demo -modes none,zk \
 		-json "$ROOT/out/demo-report.json" -html "$ROOT/out/demo-report.html" -markdown "$ROOT/out/demo-table.md" "$@"
 }

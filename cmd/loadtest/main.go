@@ -31,10 +31,25 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "switches" {
 		return runSwitches(ctx, args[1:], stdout, stderr)
 	}
+	if len(args) > 0 && args[0] == "flash-sale" {
+		return runFlashSale(args[1:], stdout, stderr)
+	}
 	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: loadtest [flags]\n       loadtest locks [flags]   (the ZooKeeper lock recipes side by side, no HTTP; -h for its flags)\n       loadtest switches [flags]   (the fleet's lock-mode switches timed under load; -h for its flags)\n\nCompares lock modes on a set of order replicas over HTTP.\n\nflags:")
+		fmt.Fprintln(stderr, `usage: loadtest [flags]                    closed loop: -requests purchases, -concurrency in flight
+       loadtest -rate N -duration D [flags]   open loop: N purchases a second for D, whatever the answers
+       loadtest -sweep -rate TOP [flags]      open loop, the rate stepped up to TOP (or -sweep-rates)
+       loadtest locks [flags]   (the ZooKeeper lock recipes side by side, no HTTP; -h for its flags)
+       loadtest switches [flags]   (the fleet's lock-mode switches timed under load; -h for its flags)
+       loadtest flash-sale UNITS.json AMPLE.json   (the flash-sale table of two open-loop reports)
+
+Compares lock modes on a set of order replicas over HTTP. The open loop counts each answer's
+latency from the purchase's intended send time (coordinated omission corrected) and reports the
+answers by class (201, 409 out_of_stock, 503 and its code, client timeouts), the goodput (sales
+a second), when the stock sold out and what the buyers after that were told.
+
+flags:`)
 		fs.PrintDefaults()
 	}
 	var (
@@ -55,6 +70,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		jsonOut     = fs.String("json", "", "also write the result as JSON to this file")
 		htmlOut     = fs.String("html", "", "also write a self-contained HTML report with charts to this file")
 		mdOut       = fs.String("markdown", "", "also write the table as Markdown to this file")
+		rate        = fs.Int("rate", 0, "open loop: purchases sent per second, round-robin, for -duration per mode (0: the closed loop)")
+		duration    = fs.Duration("duration", 10*time.Second, "open loop: how long each mode (each sweep step) sends")
+		sweep       = fs.Bool("sweep", false, "open loop: step each mode through rising rates, each step with stock for every purchase:\n8 rates spaced evenly on a log scale from -rate/10 up to -rate (1000: 100, 139, 193, ... 720, 1000),\nor the -sweep-rates list; the report draws goodput and p99 against the offered rate")
+		sweepRates  = fs.String("sweep-rates", "", "with -sweep: the rates to step through, comma-separated (as 50,100,200), instead of -rate's steps")
 	)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -66,6 +85,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		Targets: loadtest.SplitList(*targets), SKU: *sku, Stock: *stock, Requests: *requests, Concurrency: *concurrency, CancelRatio: *cancelRatio, Cart: *cart,
 		Products: *skus, Dist: *dist, ZipfS: *zipfS,
 		Qty: *qty, Modes: loadtest.SplitList(*modes), AdminToken: *adminToken, Timeout: *timeout,
+	}
+	if err := openLoopFlags(fs, &cfg, *rate, *duration, *sweep, *sweepRates); err != nil {
+		fmt.Fprintf(stderr, "loadtest: %v\n\n", err)
+		fs.Usage()
+		return 2
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "loadtest: unexpected arguments %v\n", fs.Args())
