@@ -43,6 +43,12 @@ type skuFlow struct {
 	// at the previous end, or where the busy spell began if that is later.
 	turn  time.Duration
 	turns int // gaps measured, up to turnWindow
+	// scale corrects the foreseen wait by what the waits turned out to be: the moving average of
+	// (time in flight) / (foreseen wait + a turn) over the purchases that found a queue. The turns
+	// of the replicas interleave unevenly, and a purchase spends time beside its turn (its node's
+	// create, the hand-off to it); measured on three replicas in a flash sale, the plain estimate
+	// foresaw 1 s for waits of 1.36 s on average. 1 until measured.
+	scale float64
 }
 
 // turnWindow is how many turns the moving average weighs: enough to smooth one slow turn, few
@@ -75,24 +81,27 @@ func (a *admission) enter(sku string, now time.Time) (leave func(), err error) {
 	defer a.mu.Unlock()
 	f := a.skus[sku]
 	if f == nil {
-		f = &skuFlow{}
+		f = &skuFlow{scale: 1}
 		a.skus[sku] = f
 	}
-	if wait := f.foreseen(now); a.budget > 0 && wait > a.budget {
+	raw := f.foreseen(now)
+	if wait := time.Duration(float64(raw) * f.scale); a.budget > 0 && wait > a.budget {
 		return nil, &errSKUBusy{wait: wait, retryAfter: wait - a.budget}
 	}
 	if f.inFlight == 0 {
 		f.since = now
 	}
 	f.inFlight++
-	return func() { a.leave(sku, f) }, nil
+	return func() { a.leave(sku, f, now, raw) }, nil
 }
 
 // foreseen is the wait of a purchase arriving now: those ahead of it, one turn each.
 func (f *skuFlow) foreseen(now time.Time) time.Duration {
-	if f.inFlight == 0 || f.turns < turnWindow/4 {
-		return 0 // nobody ahead, or too few turns seen to say: admit, and learn
+	if f.inFlight == 0 {
+		return 0
 	}
+	// Before the first end, the time since the SKU became busy stands in for a turn: a burst at
+	// a cold SKU is admitted only while it could still be served within the budget.
 	turn := f.turn
 	if stalled := now.Sub(f.since); stalled > turn {
 		turn = stalled
@@ -100,10 +109,20 @@ func (f *skuFlow) foreseen(now time.Time) time.Duration {
 	return time.Duration(f.inFlight) * turn
 }
 
-func (a *admission) leave(sku string, f *skuFlow) {
+// Bounds of skuFlow.scale: a few odd waits must not make the estimate refuse everyone, nor admit
+// everyone.
+const minScale, maxScale = 0.5, 4.0
+
+func (a *admission) leave(sku string, f *skuFlow, entered time.Time, foreseen time.Duration) {
 	now := time.Now()
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	// Only a purchase that found a queue of a few turns says how good the estimate is; one that
+	// found none would weigh its own turn's noise.
+	if f.turn > 0 && foreseen >= 2*f.turn {
+		ratio := float64(now.Sub(entered)) / float64(foreseen+f.turn)
+		f.scale = min(maxScale, max(minScale, f.scale+(ratio-f.scale)/turnWindow))
+	}
 	f.inFlight--
 	f.turns = min(f.turns+1, turnWindow)
 	f.turn += (now.Sub(f.since) - f.turn) / time.Duration(f.turns)

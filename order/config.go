@@ -82,8 +82,9 @@ type Config struct {
 	// the old one; 0: the longest change plus the ZooKeeper session timeout (switchBound).
 	SwitchTimeout time.Duration
 	// QueueBudget is the longest wait for a SKU's lock a purchase is admitted to; one foreseen to
-	// wait longer is refused at once with 503 sku_busy and Retry-After (admission.go). 0: the
-	// lock timeout, so that only purchases that would have timed out are refused.
+	// wait longer is refused at once with 503 sku_busy and Retry-After (admission.go). 0: half
+	// the lock timeout: the waits of a flash sale ran up to 1.4 times the budget, and a purchase
+	// admitted must still get its turn before its lock wait times out.
 	QueueBudget time.Duration
 }
 
@@ -116,7 +117,7 @@ func LoadConfig(args []string, getenv func(string) string, out io.Writer) (Confi
 		pprofAddr   = fs.String("pprof-addr", env("PPROF_ADDR", ""), "loopback address for Go's pprof handlers; empty: off (PPROF_ADDR)")
 		fleetName   = fs.String("fleet", env("FLEET", "default"), "the fleet whose lock mode this replica runs, kept in ZooKeeper (FLEET)")
 		switchLimit = fs.String("switch-timeout", env("SWITCH_TIMEOUT", "0"), "longest wait of a lock-mode switch for the fleet; 0: derived from the other bounds (SWITCH_TIMEOUT)")
-		queueBudget = fs.String("queue-budget", env("QUEUE_BUDGET", "0"), "longest foreseen lock wait a purchase is admitted to, else 503 sku_busy; 0: the lock timeout (QUEUE_BUDGET)")
+		queueBudget = fs.String("queue-budget", env("QUEUE_BUDGET", "0"), "longest foreseen lock wait a purchase is admitted to, else 503 sku_busy; 0: half the lock timeout (QUEUE_BUDGET)")
 	)
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err

@@ -196,7 +196,7 @@ func New(cfg Config, store *inventory.Store, locks *dlock.Client, log *slog.Logg
 	s.soldOut = newSoldOut(store.Stocks, s.stop)
 	budget := cfg.QueueBudget
 	if budget == 0 {
-		budget = cfg.LockTimeout
+		budget = cfg.LockTimeout / 2
 	}
 	s.admission = newAdmission(budget)
 	if s.fleet, err = s.joinFleet(); err != nil {

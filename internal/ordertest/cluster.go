@@ -60,8 +60,8 @@ type Options struct {
 	NoJoinWait bool
 	// RedisLockTTL is the Redis locks' expiry (default 3 s).
 	RedisLockTTL time.Duration
-	// QueueBudget is the longest foreseen lock wait a purchase is admitted to (default: the lock
-	// timeout).
+	// QueueBudget is the longest foreseen lock wait a purchase is admitted to (default: half the
+	// lock timeout).
 	QueueBudget time.Duration
 }
 
