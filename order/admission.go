@@ -23,8 +23,9 @@ import (
 // makes it up (the hand-off, the transaction, WORK_DELAY, the lock mode). The fleet's queue is
 // first come, first served, and each replica takes its share of the arrivals, so the purchases
 // ahead here over this replica's rate of leaving is the fleet's queue over the fleet's rate. When
-// ends stop (a lock or a database that stopped answering), the time since the last one stands in
-// for the gap, so a stalled SKU refuses newcomers rather than queueing them for nothing.
+// ends stop (a lock or a database that stopped answering), the time the turn under way has run
+// late is added, so a stalled SKU refuses newcomers rather than queueing them for nothing. The
+// estimate is then scaled by how the waits it foresaw turned out (skuFlow.scale).
 //
 // A refused purchase is told when to come back (Retry-After): the time the queue ahead of it
 // needs to shrink back within the budget.
@@ -74,9 +75,13 @@ func newAdmission(budget time.Duration) *admission {
 	return &admission{budget: budget, skus: map[string]*skuFlow{}}
 }
 
-// enter admits a purchase of sku, or refuses it with *errSKUBusy. An admitted purchase calls
-// leave once it is answered, whatever the answer.
-func (a *admission) enter(sku string, now time.Time) (leave func(), err error) {
+// enter admits a purchase of sku sold in mode, or refuses it with *errSKUBusy. An admitted
+// purchase calls leave once it is answered, whatever the answer, saying whether it had its turn
+// (it reached the critical section: sold, or found the stock short under the lock). A turn's
+// length is the mode's: each mode's flow of a SKU is measured apart, so that a switch from a
+// fast mode does not leave its turns to judge a slow one by.
+func (a *admission) enter(sku string, mode LockMode, now time.Time) (leave func(turned bool), err error) {
+	sku = string(mode) + "/" + sku
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	f := a.skus[sku]
@@ -92,38 +97,46 @@ func (a *admission) enter(sku string, now time.Time) (leave func(), err error) {
 		f.since = now
 	}
 	f.inFlight++
-	return func() { a.leave(sku, f, now, raw) }, nil
+	return func(turned bool) { a.leave(sku, f, now, raw, turned) }, nil
 }
 
-// foreseen is the wait of a purchase arriving now: those ahead of it, one turn each.
+// foreseen is the wait of a purchase arriving now: those ahead of it, one turn each, after the
+// turn under way, which is late by however long it has run past a turn already. That lateness
+// counts once, not once per purchase ahead: a turn that ran long (the first at a cold SKU, a
+// database that stalled) says nothing yet about the turns after it, and counting it for each of
+// them refused purchases of a queue that was moving (20 ahead and a turn 145 ms late foresaw 2.9
+// s). A stall that lasts is still seen: its lateness alone grows past the budget.
 func (f *skuFlow) foreseen(now time.Time) time.Duration {
 	if f.inFlight == 0 {
 		return 0
 	}
-	// Before the first end, the time since the SKU became busy stands in for a turn: a burst at
-	// a cold SKU is admitted only while it could still be served within the budget.
-	turn := f.turn
-	if stalled := now.Sub(f.since); stalled > turn {
-		turn = stalled
-	}
-	return time.Duration(f.inFlight) * turn
+	late := max(0, now.Sub(f.since)-f.turn)
+	return time.Duration(f.inFlight)*f.turn + late
 }
 
 // Bounds of skuFlow.scale: a few odd waits must not make the estimate refuse everyone, nor admit
 // everyone.
-const minScale, maxScale = 0.5, 4.0
+const minScale, maxScale = 0.5, 2.0
 
-func (a *admission) leave(sku string, f *skuFlow, entered time.Time, foreseen time.Duration) {
+func (a *admission) leave(sku string, f *skuFlow, entered time.Time, foreseen time.Duration, turned bool) {
 	now := time.Now()
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	f.inFlight--
+	if !turned {
+		// Sent away from the queue, or timed out: no turn was served, and the burst of ends
+		// when a sold-out product's queue is sent away would read as turns of no length.
+		if f.inFlight == 0 {
+			f.since = now
+		}
+		return
+	}
 	// Only a purchase that found a queue of a few turns says how good the estimate is; one that
 	// found none would weigh its own turn's noise.
 	if f.turn > 0 && foreseen >= 2*f.turn {
 		ratio := float64(now.Sub(entered)) / float64(foreseen+f.turn)
 		f.scale = min(maxScale, max(minScale, f.scale+(ratio-f.scale)/turnWindow))
 	}
-	f.inFlight--
 	f.turns = min(f.turns+1, turnWindow)
 	f.turn += (now.Sub(f.since) - f.turn) / time.Duration(f.turns)
 	f.since = now

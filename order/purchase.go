@@ -162,13 +162,13 @@ func (s *Server) sell(ctx context.Context, p inventory.Purchase, mode LockMode, 
 		s.soldOutFast.Add(1)
 		return inventory.Result{}, inventory.ErrOutOfStock
 	}
-	leave, err := s.admission.enter(p.SKU, time.Now())
+	leave, err := s.admission.enter(p.SKU, lm.name, time.Now())
 	if err != nil {
 		s.refused.Add(1)
 		return inventory.Result{}, err
 	}
-	defer leave()
 	res, err := s.sellAdmitted(ctx, p, lm, log)
+	leave(err == nil || errors.Is(err, inventory.ErrOutOfStock) && !errors.Is(err, errSoldOutWhileQueued))
 	switch {
 	case err == nil:
 		s.soldOut.noteStock(p.SKU, res.Remaining)

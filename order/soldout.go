@@ -3,6 +3,7 @@ package order
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -272,7 +273,7 @@ func (s *Server) leftQueue(waitCtx context.Context, err error) error {
 	if err != nil && errors.Is(context.Cause(waitCtx), errSoldOutWhileQueued) {
 		s.metrics.leftQueue.Inc()
 		s.soldOutFast.Add(1)
-		return inventory.ErrOutOfStock
+		return fmt.Errorf("%w: %w", inventory.ErrOutOfStock, errSoldOutWhileQueued)
 	}
 	return err
 }
