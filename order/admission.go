@@ -137,8 +137,17 @@ func (a *admission) leave(sku string, f *skuFlow, entered time.Time, foreseen ti
 		ratio := float64(now.Sub(entered)) / float64(foreseen+f.turn)
 		f.scale = min(maxScale, max(minScale, f.scale+(ratio-f.scale)/turnWindow))
 	}
+	gap := now.Sub(f.since)
+	if f.turns == 0 {
+		// The first end after a cold start ended a time in which everyone then in flight was
+		// served side by side (db-cas, none) or queued (the locks): counted as one turn, it made
+		// a turn of a whole first request, slow with cold connections, and 66 in flight times
+		// that refused db-cas purchases that were served in milliseconds. Shared out, it
+		// underestimates a queue's turn instead, which the next ends correct.
+		gap /= time.Duration(f.inFlight + 1)
+	}
 	f.turns = min(f.turns+1, turnWindow)
-	f.turn += (now.Sub(f.since) - f.turn) / time.Duration(f.turns)
+	f.turn += (gap - f.turn) / time.Duration(f.turns)
 	f.since = now
 	if f.inFlight == 0 && len(a.skus) > maxKnownSKUs {
 		delete(a.skus, sku) // bounded like the SKUs a replica remembers; relearnt if it comes back
