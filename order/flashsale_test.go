@@ -135,3 +135,36 @@ func TestPurchasesPastTheBudgetAreRefusedAtOnce(t *testing.T) {
 	}
 	t.Logf("%d sold, %d refused", created, busy)
 }
+
+// A keyed retry sent away from the queue by a read of the stock must still be answered with its
+// key's outcome. A (key K) takes the last unit while C and D queue behind it; the client, tired of
+// waiting, retries K on another replica, where it queues behind C and D. C's turn finds the stock
+// empty (the unit went to A), the replica suspects the SKU, and its poller reads stock 0 and sends
+// the retry away. Key K was sold: the retry must be answered 200 with A's order (DESIGN: "200 with
+// the original order when the key was seen before"), not 409 out_of_stock.
+func TestKeyedRetrySentAwayAnswersItsSale(t *testing.T) {
+	rs := newCluster(t, 3, clusterOpts{WorkDelay: 300 * time.Millisecond})
+	const sku = "FLASH-RETRY"
+	resetStock(t, rs[0], sku, 1)
+	replies := make([]reply, 4)
+	var wg sync.WaitGroup
+	for i, step := range []struct {
+		r     *replica
+		key   string
+		after time.Duration
+	}{{rs[0], "retry-A", 0}, {rs[1], "retry-C", 60 * time.Millisecond}, {rs[2], "retry-D", 120 * time.Millisecond}, {rs[1], "retry-A", 180 * time.Millisecond}} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			time.Sleep(step.after)
+			replies[i] = buy(t, step.r, sku, 1, step.key)
+		}()
+	}
+	wg.Wait()
+	if replies[0].status != 201 {
+		t.Fatalf("A: %s %s; want 201", replies[0].codeLine(), replies[0].raw)
+	}
+	if r := replies[3]; r.status != 200 || r.orderID() != replies[0].orderID() {
+		t.Fatalf("the retry of A's key: %s %s; want 200 with A's order %d", r.codeLine(), r.raw, replies[0].orderID())
+	}
+}
