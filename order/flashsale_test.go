@@ -69,8 +69,13 @@ func TestSoldOutAnsweredWithoutTheQueue(t *testing.T) {
 		t.Fatalf("%d sold, audit %+v: want 3 sold, none left", len(sold), a)
 	}
 	// 57 buyers each served a turn would take 57 × 30 ms; a read of the stock sends them away.
-	if left := sumMetric(t, rs, leftQueueMetric); left < 20 {
-		t.Errorf("%d of 57 refused buyers were sent away from the queue by a read of the stock; want most of them", left)
+	// Which way each of them learnt it (sent away, or read before queueing: one that arrived after
+	// its replica suspected the sell-out) depends on when the goroutines' requests arrived, which a
+	// loaded machine spreads; that they did not wait a turn each does not.
+	left, early := sumMetric(t, rs, leftQueueMetric), sumMetric(t, rs, beforeQueueMetric)
+	t.Logf("of 57 refused buyers, %d were sent away from the queue, %d answered before queueing", left, early)
+	if left == 0 || left+early < 40 {
+		t.Errorf("%d of 57 refused buyers were sent away from the queue and %d answered before it by a read of the stock; want most of them, some sent away", left, early)
 	}
 
 	before := sumMetric(t, rs, beforeQueueMetric)
