@@ -157,18 +157,54 @@ func (s *Server) sell(ctx context.Context, p inventory.Purchase, mode LockMode, 
 			return res, nil
 		}
 	}
+	// A keyed purchase found short by a read of the stock is looked up by its key again (below):
+	// a lookup failed before, or an earlier attempt committed since, and the answer is then that
+	// attempt's order. A lookup that fails again leaves the locked deduction to decide.
+	keyLooked := true
 	if s.soldOut.shortBeforeQueue(ctx, p.SKU, p.Qty) {
-		s.metrics.beforeQueue.Inc()
-		s.soldOutFast.Add(1)
-		return inventory.Result{}, inventory.ErrOutOfStock
+		res, found, err := s.keyAfterShortRead(ctx, p)
+		switch {
+		case found || errors.Is(err, inventory.ErrKeyReused):
+			return res, err
+		case err == nil:
+			s.metrics.beforeQueue.Inc()
+			s.soldOutFast.Add(1)
+			return inventory.Result{}, inventory.ErrOutOfStock
+		}
+		warnKeyLookupFailed(log, err)
+		keyLooked = false
 	}
 	leave, err := s.admission.enter(p.SKU, lm.name, time.Now())
 	if err != nil {
 		s.refused.Add(1)
 		return inventory.Result{}, err
 	}
-	res, err := s.sellAdmitted(ctx, p, lm, log)
-	leave(err == nil || errors.Is(err, inventory.ErrOutOfStock) && !errors.Is(err, errSoldOutWhileQueued))
+	// turned: the purchase had its turn of the lock (it sold, or found the stock short under
+	// it), which is what admission measures.
+	turned := false
+	defer func() { leave(turned) }()
+	res, err := s.sellAdmitted(ctx, p, lm, log, keyLooked)
+	sentAway := errors.Is(err, errSoldOutWhileQueued)
+	if sentAway {
+		var found bool
+		var lerr error
+		res, found, lerr = s.keyAfterShortRead(ctx, p)
+		switch {
+		case found || errors.Is(lerr, inventory.ErrKeyReused):
+			return res, lerr
+		case lerr == nil:
+			s.metrics.leftQueue.Inc()
+			s.soldOutFast.Add(1)
+			err = inventory.ErrOutOfStock
+		default:
+			// Whether the key sold is unknown: queue again, to stay, and let the locked
+			// deduction (which looks the key up in its transaction) decide.
+			warnKeyLookupFailed(log, lerr)
+			res, err = s.sellAdmitted(ctx, p, lm, log, false)
+			sentAway = errors.Is(err, errSoldOutWhileQueued)
+		}
+	}
+	turned = !sentAway && (err == nil || errors.Is(err, inventory.ErrOutOfStock))
 	switch {
 	case err == nil:
 		s.soldOut.noteStock(p.SKU, res.Remaining)
@@ -178,15 +214,40 @@ func (s *Server) sell(ctx context.Context, p inventory.Purchase, mode LockMode, 
 	return res, err
 }
 
-// sellAdmitted sells a purchase admitted to its SKU's queue.
-func (s *Server) sellAdmitted(ctx context.Context, p inventory.Purchase, lm lockMode, log requestLog) (inventory.Result, error) {
+// keyAfterShortRead looks a purchase up by its key after a read of the stock found the stock short
+// of it, before the purchase took a turn of the lock. The read alone makes out_of_stock true for a
+// new purchase, but not for a client's retry: an earlier attempt with the same key may have sold
+// the very unit that made the stock short (its COMMIT landing after the lookup before the lock,
+// or that lookup having failed), and the key's answer is then that order (200, replayed), as the
+// locked deduction would answer it. A lookup after the read settles it: an attempt not committed
+// by then can only still sell if the stock grew after the read, and the 409 is true as of the
+// read. found is false, with no error, for a key the service made (nobody can have used it).
+func (s *Server) keyAfterShortRead(ctx context.Context, p inventory.Purchase) (inventory.Result, bool, error) {
+	if p.NewKey {
+		return inventory.Result{}, false, nil
+	}
+	res, found, err := s.store.PurchaseByKey(ctx, p)
+	if err != nil {
+		return inventory.Result{}, false, fmt.Errorf("order: look the key up after a short read: %w", err)
+	}
+	return res, found, nil
+}
+
+// sellAdmitted sells a purchase admitted to its SKU's queue. With sendAway, a read of the stock
+// that shows the product sold out while the purchase waits for the lock ends its wait with an
+// error wrapping errSoldOutWhileQueued (soldout.go); without it, it waits its turn.
+func (s *Server) sellAdmitted(ctx context.Context, p inventory.Purchase, lm lockMode, log requestLog, sendAway bool) (inventory.Result, error) {
 	if lm.batched {
 		return s.sellBatched(ctx, p)
+	}
+	var sale *inventory.Purchase
+	if sendAway {
+		sale = &p
 	}
 	var res inventory.Result
 	err := s.run(ctx, log, change{
 		skus: []string{p.SKU},
-		sale: &p,
+		sale: sale,
 		apply: func(ctx context.Context, m inventory.Mode, f fencing, hooks inventory.Hooks) error {
 			p.Issuer, p.Token = f.issuer, f.tokens[p.SKU]
 			var err error
@@ -217,7 +278,7 @@ func purchaseError(err error) *apiError {
 	case isSKUBusy(err):
 		busy, _ := asSKUBusy(err)
 		e := newError(http.StatusServiceUnavailable, "sku_busy", "this product's queue is longer than a purchase may wait: "+
-			"nothing was sold, nothing was queued; retry after the seconds in Retry-After")
+			"this request sold nothing and queued nothing; retry after the seconds in Retry-After, with the same Idempotency-Key: it is never sold twice")
 		e.RetryAfter = busy.retryAfterSeconds()
 		return e
 	case errors.Is(err, inventory.ErrUnknownSKU):

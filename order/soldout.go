@@ -267,13 +267,12 @@ func (so *soldOut) sendAway(stocks map[string]int64, read uint64) {
 	}
 }
 
-// leftQueue turns a lock wait that a read of the stock ended into out_of_stock, and counts it. A
+// leftQueue marks a lock wait that a read of the stock ended: sell turns it into out_of_stock
+// once the purchase's key is known not to have sold (keyAfterShortRead), and counts it there. A
 // wait that took the lock as it was sent away keeps the lock: its turn decides.
 func (s *Server) leftQueue(waitCtx context.Context, err error) error {
 	if err != nil && errors.Is(context.Cause(waitCtx), errSoldOutWhileQueued) {
-		s.metrics.leftQueue.Inc()
-		s.soldOutFast.Add(1)
-		return fmt.Errorf("%w: %w", inventory.ErrOutOfStock, errSoldOutWhileQueued)
+		return fmt.Errorf("%w: %w", errSoldOutWhileQueued, inventory.ErrOutOfStock)
 	}
 	return err
 }
