@@ -37,7 +37,10 @@ type Proxy struct {
 	// holdCloses keeps a connection open during a Stall when either end closes it, until Resume:
 	// a peer that gives up on a black hole must not tell the other end so (see NewRaw).
 	holdCloses bool
-	wg         sync.WaitGroup
+	// delay holds every chunk back this long (nanoseconds) before it is forwarded, either way:
+	// a slow link, not a cut one (SetDelay).
+	delay atomic.Int64
+	wg    sync.WaitGroup
 }
 
 // New starts a proxy to a ZooKeeper server; it stops when the test ends.
@@ -111,6 +114,18 @@ func (p *Proxy) Resume() {
 	case <-p.flow:
 	default:
 		close(p.flow)
+	}
+}
+
+// SetDelay makes the link slow: every request and every chunk of a reply waits d before it is
+// forwarded (0: none), as on a congested or far-away route. Bytes still arrive, in order; a
+// connection is never cut by it, so a client sees latency, not errors, until its own timeouts.
+func (p *Proxy) SetDelay(d time.Duration) { p.delay.Store(int64(d)) }
+
+// lag sleeps the link's delay, if any.
+func (p *Proxy) lag() {
+	if d := time.Duration(p.delay.Load()); d > 0 {
+		time.Sleep(d)
 	}
 }
 
@@ -314,6 +329,7 @@ func (p *Proxy) forwardRequests(server, client net.Conn, closeBoth func(), repli
 		if fired {
 			repliesCut.Store(true)
 		}
+		p.lag()
 		if _, err := server.Write(frame); err != nil {
 			return
 		}
@@ -337,6 +353,7 @@ func (p *Proxy) forwardReplies(client, server net.Conn, repliesCut, holed *atomi
 	for {
 		n, err := server.Read(buf)
 		if n > 0 {
+			p.lag()
 			p.waitFlow()
 			if repliesCut.Load() {
 				return
