@@ -10,7 +10,7 @@ DEMO_FLAGS ?=
 FUZZTIME ?= 30s
 FUZZ_CORPUS := order/testdata/fuzz/FuzzAPI
 
-.PHONY: check-go test test-faults lint compose-check compose-test screenshots footprint scale scale-ab syscalls-ab bench demo demo-up demo-down servers-start servers-stop help
+.PHONY: check-go test test-faults nemesis test-nemesis lint compose-check compose-test screenshots footprint scale scale-ab syscalls-ab bench demo demo-up demo-down servers-start servers-stop help
 
 ## check-go: the Go toolchain is at least go.mod's version (1.26.8); every target below that
 ## builds or tests depends on it and says what is missing
@@ -30,6 +30,20 @@ test-faults: check-go lint
 	@# keep what the fuzzer found as seed corpus, so that make test replays it
 	mkdir -p $(FUZZ_CORPUS)
 	cp -n $$($(GO) env GOCACHE)/fuzz/github.com/zkstock/zkstock/order/FuzzAPI/* $(FUZZ_CORPUS)/ 2>/dev/null || true
+
+## nemesis: faults composed at random (faults/nemesis_test.go) under buys, carts, cancels and reads
+## on three replicas, every history checked by Porcupine, every SKU audited; MODE (a list runs
+## each), SEED (one, or one per mode), DURATION (60s; 30m runs long), FAULTS (kinds, comma-separated;
+## MODE=kinds;MODE=kinds per mode; all when empty). Writes out/nemesis/<mode>-<seed>/: summary.json,
+## timeline.svg, the replicas' logs, and on an anomaly the histories and Porcupine's visualization
+SEED ?= 1
+DURATION ?= 60s
+MODE ?= zk
+FAULTS ?=
+NEMESIS_TIMEOUT ?= 4h
+nemesis: check-go
+	$(SERVERS) run -- env ZKSTOCK_FAULTS=1 NEMESIS=1 NEMESIS_MODE='$(MODE)' NEMESIS_SEED='$(SEED)' NEMESIS_DURATION=$(DURATION) \
+		NEMESIS_FAULTS='$(FAULTS)' $(GO) test -count=1 -timeout $(NEMESIS_TIMEOUT) -run '^TestNemesis$$' -v ./faults
 
 ## lint: gofmt and go vet
 lint: check-go
