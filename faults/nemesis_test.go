@@ -429,6 +429,34 @@ func (f *fleetUnderFire) inject(fault nemesis.Fault) (what string, heal func()) 
 	case nemesis.Pause:
 		r.signal(syscall.SIGSTOP)
 		return fmt.Sprintf("SIGSTOP %s for %.1fs (session %v)", r.name, fault.Hold.Seconds(), nemesisSession), func() { r.signal(syscall.SIGCONT) }
+	case nemesis.PauseAtCommit:
+		armed := time.Now()
+		fired := l.db.StallAtQuery(func(q string) bool { return strings.EqualFold(q, "COMMIT") })
+		stop, stopped := make(chan struct{}), make(chan struct{})
+		proc := r.cmd.Process
+		var pausedAt time.Time // written before stopped closes, read after
+		go func() {
+			defer close(stopped)
+			select {
+			case <-fired:
+				_ = proc.Signal(syscall.SIGSTOP)
+				pausedAt = time.Now()
+				f.t.Logf("%s stopped at its COMMIT, %.1fs into the fault", r.name, time.Since(armed).Seconds())
+			case <-stop:
+				f.note("%s sent no COMMIT in the window: not paused", r.name)
+			}
+		}()
+		return fmt.Sprintf("SIGSTOP %s at its next COMMIT, for %.1fs (session %v)", r.name, fault.Hold.Seconds(), nemesisSession), func() {
+			close(stop)
+			<-stopped
+			// A COMMIT that came late still gets a pause past the session, or it proves nothing.
+			if !pausedAt.IsZero() {
+				time.Sleep(time.Until(pausedAt.Add(nemesisSession + 500*time.Millisecond)))
+			}
+			_ = proc.Signal(syscall.SIGCONT)
+			l.db.Disarm()
+			l.db.Resume()
+		}
 	case nemesis.CutZK:
 		return fmt.Sprintf("%s cut off from ZooKeeper for %.1fs", r.name, fault.Hold.Seconds()), stall(l.zk...)
 	case nemesis.CutDB:

@@ -24,6 +24,10 @@ type Kind string
 const (
 	Kill         Kind = "kill"          // kill -9 a replica, start it again after the window
 	Pause        Kind = "pause"         // SIGSTOP a replica past its ZooKeeper session, then SIGCONT
+	// PauseAtCommit is Pause at the worst moment: the replica is stopped as its next COMMIT goes
+	// out, after its last look at its lock, and the COMMIT reaches the database after SIGCONT,
+	// as when a GC pause falls between the check and the write. Only a fence stops that write.
+	PauseAtCommit Kind = "pause-at-commit"
 	CutZK        Kind = "cut-zk"        // a replica's ZooKeeper links black-holed
 	CutDB        Kind = "cut-db"        // a replica's database link black-holed
 	CutRedis     Kind = "cut-redis"     // a replica's Redis link black-holed
@@ -39,7 +43,7 @@ const (
 // Kinds is every kind the fault suite can carry out, in the order reports list them. A follower
 // cut off from its leader is not among them yet: the suite's ensemble has no proxies between its
 // peers.
-var Kinds = []Kind{Kill, Pause, CutZK, CutDB, CutRedis, Isolate, Slow, ZKLeader, DBRestart, BlockCommits, RedisRestart, Switch}
+var Kinds = []Kind{Kill, Pause, PauseAtCommit, CutZK, CutDB, CutRedis, Isolate, Slow, ZKLeader, DBRestart, BlockCommits, RedisRestart, Switch}
 
 // ParseKinds reads a comma-separated list of kinds; empty means all.
 func ParseKinds(s string) ([]Kind, error) {
@@ -71,10 +75,15 @@ var (
 // which a run must catch.
 func IsControl(mode string) bool { return slices.Contains(UnsafeModes, mode) }
 
-// ClassOf is the modes a run in mode may switch between.
+// ClassOf is the modes a run in mode may switch between. A control other than none never
+// switches to none: none oversells with no fault at all, so a control caught after such a switch
+// would be caught for none's sake.
 func ClassOf(mode string) []string {
-	if IsControl(mode) {
+	switch {
+	case mode == "none":
 		return UnsafeModes
+	case IsControl(mode):
+		return slices.DeleteFunc(slices.Clone(UnsafeModes), func(m string) bool { return m == "none" })
 	}
 	return SafeModes
 }
@@ -151,7 +160,7 @@ func Schedule(p Plan) []Fault {
 		switch k {
 		case Kill:
 			f.Hold = between(time.Second, 5*time.Second)
-		case Pause:
+		case Pause, PauseAtCommit:
 			f.Hold = session + between(time.Second, 3*time.Second)
 		case CutZK, CutDB, CutRedis:
 			f.Hold = between(2*time.Second, 8*time.Second)
@@ -214,7 +223,7 @@ func Schedule(p Plan) []Fault {
 
 func aboutReplica(k Kind) bool {
 	switch k {
-	case Kill, Pause, CutZK, CutDB, CutRedis, Isolate, Slow:
+	case Kill, Pause, PauseAtCommit, CutZK, CutDB, CutRedis, Isolate, Slow:
 		return true
 	}
 	return false
@@ -226,6 +235,8 @@ func resources(f Fault) []string {
 	switch f.Kind {
 	case Kill, Pause:
 		return []string{"process " + r}
+	case PauseAtCommit:
+		return []string{"process " + r, "db link " + r}
 	case CutZK:
 		return []string{"zk link " + r}
 	case CutDB:

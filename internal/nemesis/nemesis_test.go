@@ -64,7 +64,7 @@ func overlaps(a, b []string) bool {
 
 // A switch stays within the class of the mode under test, and always changes the mode.
 func TestSwitchesStayInTheModesClass(t *testing.T) {
-	for _, mode := range []string{"zk", "none"} {
+	for _, mode := range []string{"zk", "none", "redis"} {
 		p := plan(3)
 		p.Mode, p.Kinds = mode, []Kind{Switch, Kill}
 		current := mode
@@ -74,7 +74,7 @@ func TestSwitchesStayInTheModesClass(t *testing.T) {
 				continue
 			}
 			n++
-			if !slices.Contains(ClassOf(mode), f.Mode) || f.Mode == current {
+			if !slices.Contains(ClassOf(mode), f.Mode) || f.Mode == current || mode != "none" && f.Mode == "none" {
 				t.Fatalf("%s: switch from %s to %s", mode, current, f.Mode)
 			}
 			current = f.Mode

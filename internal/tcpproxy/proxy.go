@@ -203,6 +203,14 @@ func (p *Proxy) StallAtQuery(match func(query string) bool) <-chan struct{} {
 	return p.stallFired
 }
 
+// Disarm forgets an armed request that has not come yet; a stall it already began lasts until
+// Resume.
+func (p *Proxy) Disarm() {
+	p.mu.Lock()
+	p.armed, p.stallAt = nil, false
+	p.mu.Unlock()
+}
+
 func (p *Proxy) arm(match func(frame []byte, index int) bool, drop, hold, cutAll bool) {
 	p.mu.Lock()
 	p.armed, p.drop, p.hold, p.cutAll, p.hole, p.stallAt = match, drop, hold, cutAll, false, false
