@@ -22,22 +22,22 @@ type Kind string
 // The kinds of fault. A replica's links (to ZooKeeper, the database, Redis) each pass through a
 // proxy of its own, which black-holes them (nothing passes, nothing is closed) or slows them.
 const (
-	Kill         Kind = "kill"          // kill -9 a replica, start it again after the window
-	Pause        Kind = "pause"         // SIGSTOP a replica past its ZooKeeper session, then SIGCONT
+	Kill  Kind = "kill"  // kill -9 a replica, start it again after the window
+	Pause Kind = "pause" // SIGSTOP a replica past its ZooKeeper session, then SIGCONT
 	// PauseAtCommit is Pause at the worst moment: the replica is stopped as its next COMMIT goes
 	// out, after its last look at its lock, and the COMMIT reaches the database after SIGCONT,
 	// as when a GC pause falls between the check and the write. Only a fence stops that write.
 	PauseAtCommit Kind = "pause-at-commit"
-	CutZK        Kind = "cut-zk"        // a replica's ZooKeeper links black-holed
-	CutDB        Kind = "cut-db"        // a replica's database link black-holed
-	CutRedis     Kind = "cut-redis"     // a replica's Redis link black-holed
-	Isolate      Kind = "isolate"       // all of a replica's links black-holed at once
-	Slow         Kind = "slow"          // all of a replica's links delayed (Fault.Delay each way)
-	ZKLeader     Kind = "zk-leader"     // the ZooKeeper ensemble's leader killed, started again after
-	DBRestart    Kind = "db-restart"    // MariaDB stopped, started again after the window
-	BlockCommits Kind = "block-commits" // BACKUP STAGE BLOCK_COMMIT held for the window
-	RedisRestart Kind = "redis-restart" // Redis stopped, started again (empty: no persistence)
-	Switch       Kind = "switch-mode"   // the fleet's lock mode switched through a replica
+	CutZK         Kind = "cut-zk"        // a replica's ZooKeeper links black-holed
+	CutDB         Kind = "cut-db"        // a replica's database link black-holed
+	CutRedis      Kind = "cut-redis"     // a replica's Redis link black-holed
+	Isolate       Kind = "isolate"       // all of a replica's links black-holed at once
+	Slow          Kind = "slow"          // all of a replica's links delayed (Fault.Delay each way)
+	ZKLeader      Kind = "zk-leader"     // the ZooKeeper ensemble's leader killed, started again after
+	DBRestart     Kind = "db-restart"    // MariaDB stopped, started again after the window
+	BlockCommits  Kind = "block-commits" // BACKUP STAGE BLOCK_COMMIT held for the window
+	RedisRestart  Kind = "redis-restart" // Redis stopped, started again (empty: no persistence)
+	Switch        Kind = "switch-mode"   // the fleet's lock mode switched through a replica
 )
 
 // Kinds is every kind the fault suite can carry out, in the order reports list them. A follower
