@@ -32,7 +32,10 @@ import (
 //	NEMESIS_MODE      lock modes, comma-separated, one run each (zk)
 //	NEMESIS_SEED      seeds, one per mode or one for all (1)
 //	NEMESIS_DURATION  how long faults start, per run (60s)
-//	NEMESIS_FAULTS    fault kinds, comma-separated (all); MODE=kinds;MODE=kinds sets them per mode
+//	NEMESIS_FAULTS    fault kinds, comma-separated (all)
+//
+// NEMESIS_DURATION and NEMESIS_FAULTS may name values per mode: "none=15s;*=50s",
+// "redis=pause-at-commit,redis-restart;*=" (empty: all kinds).
 //	NEMESIS_OUT       where runs are written (../out/nemesis), one directory per mode and seed
 //
 // A run in a safe mode passes with no anomaly; a run in an unsafe mode (a negative control:
@@ -59,14 +62,14 @@ func TestNemesis(t *testing.T) {
 		}
 		seeds = append(seeds, n)
 	}
-	dur, err := time.ParseDuration(envOr("NEMESIS_DURATION", "60s"))
-	if err != nil {
-		t.Fatalf("NEMESIS_DURATION: %v", err)
-	}
 	for i, mode := range modes {
 		mode = strings.TrimSpace(mode)
 		seed := seeds[min(i, len(seeds)-1)]
-		spec := faultsFor(mode, os.Getenv("NEMESIS_FAULTS"))
+		dur, err := time.ParseDuration(nemesis.PerMode(mode, envOr("NEMESIS_DURATION", "60s")))
+		if err != nil {
+			t.Fatalf("NEMESIS_DURATION for %s: %v", mode, err)
+		}
+		spec := nemesis.PerMode(mode, os.Getenv("NEMESIS_FAULTS"))
 		kinds, err := nemesis.ParseKinds(spec)
 		if err != nil {
 			t.Fatal(err)
@@ -80,26 +83,6 @@ func TestNemesis(t *testing.T) {
 func envOr(k, def string) string {
 	if v := os.Getenv(k); v != "" {
 		return v
-	}
-	return def
-}
-
-// faultsFor picks mode's kinds from a NEMESIS_FAULTS value: a plain list is every mode's;
-// "zk-unfenced=pause,isolate;redis=redis-restart" names them per mode (a mode not named gets all;
-// "*=..." is the default of the others).
-func faultsFor(mode, spec string) string {
-	if !strings.Contains(spec, "=") {
-		return spec
-	}
-	def := ""
-	for _, part := range strings.Split(spec, ";") {
-		m, kinds, _ := strings.Cut(strings.TrimSpace(part), "=")
-		switch m {
-		case mode:
-			return kinds
-		case "*":
-			def = kinds
-		}
 	}
 	return def
 }

@@ -276,3 +276,23 @@ func Count(fs []Fault) map[Kind]int {
 	}
 	return out
 }
+
+// PerMode picks mode's value from a setting that may name values per mode:
+// "zk-unfenced=pause,isolate;redis=redis-restart;*=kill" (a mode not named gets "*"'s, or
+// nothing); a value without "=" is every mode's.
+func PerMode(mode, spec string) string {
+	if !strings.Contains(spec, "=") {
+		return spec
+	}
+	def := ""
+	for _, part := range strings.Split(spec, ";") {
+		m, v, _ := strings.Cut(strings.TrimSpace(part), "=")
+		switch m {
+		case mode:
+			return v
+		case "*":
+			def = v
+		}
+	}
+	return def
+}

@@ -133,3 +133,17 @@ func TestTimeline(t *testing.T) {
 		t.Errorf("%d points drawn of 50001: not thinned", n)
 	}
 }
+
+func TestPerMode(t *testing.T) {
+	for _, c := range []struct{ mode, spec, want string }{
+		{"zk", "60s", "60s"},
+		{"none", "none=15s;*=50s", "15s"},
+		{"zk", "none=15s;*=50s", "50s"},
+		{"zk", "redis=pause", ""},
+		{"redis", "redis=pause-at-commit,redis-restart;zk-unfenced=pause", "pause-at-commit,redis-restart"},
+	} {
+		if got := PerMode(c.mode, c.spec); got != c.want {
+			t.Errorf("PerMode(%q, %q) = %q, want %q", c.mode, c.spec, got, c.want)
+		}
+	}
+}
