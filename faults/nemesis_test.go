@@ -432,9 +432,9 @@ func (f *fleetUnderFire) inject(fault nemesis.Fault) (what string, heal func()) 
 		return fmt.Sprintf("SIGSTOP %s at its next COMMIT, for %.1fs (session %v)", r.name, fault.Hold.Seconds(), nemesisSession), func() {
 			close(stop)
 			<-stopped
-			// A COMMIT that came late still gets a pause past the session, or it proves nothing.
+			// A COMMIT that came late still gets its whole pause, or it proves nothing.
 			if !pausedAt.IsZero() {
-				time.Sleep(time.Until(pausedAt.Add(nemesisSession + 500*time.Millisecond)))
+				time.Sleep(time.Until(pausedAt.Add(fault.Hold)))
 			}
 			_ = proc.Signal(syscall.SIGCONT)
 			l.db.Disarm()

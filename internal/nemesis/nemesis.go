@@ -160,8 +160,13 @@ func Schedule(p Plan) []Fault {
 		switch k {
 		case Kill:
 			f.Hold = between(time.Second, 5*time.Second)
-		case Pause, PauseAtCommit:
+		case Pause:
 			f.Hold = session + between(time.Second, 3*time.Second)
+		case PauseAtCommit:
+			// Long enough for ZooKeeper to end the session and another replica to take the
+			// lock and read, short of the database's 10 s wait_timeout, which would roll the
+			// stopped transaction back and hide the stale write.
+			f.Hold = session + between(2500*time.Millisecond, 4500*time.Millisecond)
 		case CutZK, CutDB, CutRedis:
 			f.Hold = between(2*time.Second, 8*time.Second)
 		case Isolate:
