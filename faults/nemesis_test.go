@@ -37,6 +37,7 @@ import (
 // NEMESIS_DURATION and NEMESIS_FAULTS may name values per mode: "none=15s;*=50s",
 // "redis=pause-at-commit,redis-restart;*=" (empty: all kinds).
 //	NEMESIS_OUT       where runs are written (../out/nemesis), one directory per mode and seed
+//	NEMESIS_LOG_LEVEL the replicas' LOG_LEVEL (warn; info logs every purchase)
 //
 // A run in a safe mode passes with no anomaly; a run in an unsafe mode (a negative control:
 // none, zk-unfenced, redis, db-locktable) passes only if it caught the mode (a history not
@@ -138,7 +139,7 @@ func runNemesis(t *testing.T, run nemesisRun) {
 	waitServing(t, f.ensemble, 60*time.Second)
 	redisAddr := testenv.RedisAddr(t)
 	settings := []string{"LOCK_MODE=" + run.mode, "ZK_SESSION_TIMEOUT=" + nemesisSession.String(), "WORK_DELAY=20ms",
-		"LOCK_TIMEOUT=5s", "REDIS_LOCK_TTL=3s", "LOG_LEVEL=warn"}
+		"LOCK_TIMEOUT=5s", "REDIS_LOCK_TTL=3s", "LOG_LEVEL=" + envOr("NEMESIS_LOG_LEVEL", "warn")}
 	testenv.DeleteZKTreeAtCleanup(t, f.ensemble, "/zkstock/fleets/"+fleetOf(t, f.dsn))
 	for i := range nemesisReplicas {
 		l := &links{redis: tcpproxy.NewRaw(t, redisAddr)}

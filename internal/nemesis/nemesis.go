@@ -166,7 +166,7 @@ func Schedule(p Plan) []Fault {
 			// Long enough for ZooKeeper to end the session and another replica to take the
 			// lock and read, short of the database's 10 s wait_timeout, which would roll the
 			// stopped transaction back and hide the stale write.
-			f.Hold = session + between(2500*time.Millisecond, 4500*time.Millisecond)
+			f.Hold = session + between(3500*time.Millisecond, 5000*time.Millisecond)
 		case CutZK, CutDB, CutRedis:
 			f.Hold = between(2*time.Second, 8*time.Second)
 		case Isolate:
