@@ -51,7 +51,7 @@ nemesis: check-go
 ## minutes in all; a control not caught fails it
 NEMESIS_CI_MODES ?= zk,zk-batch,redis-fenced,db-cas,db-forupdate,none,zk-unfenced,redis
 NEMESIS_CI_SEEDS ?= 14,25,25,39,1,1,1,1
-NEMESIS_CI_DURATION ?= none=15s;zk-unfenced=40s;redis=40s;*=50s
+NEMESIS_CI_DURATION ?= none=15s;zk-unfenced=50s;redis=40s;*=50s
 NEMESIS_CI_FAULTS ?= zk-unfenced=pause-at-commit;redis=pause-at-commit,redis-restart;*=
 test-nemesis: check-go
 	$(SERVERS) run -- env ZKSTOCK_FAULTS=1 NEMESIS=1 NEMESIS_MODE='$(NEMESIS_CI_MODES)' NEMESIS_SEED='$(NEMESIS_CI_SEEDS)' \
