@@ -208,23 +208,25 @@ func runNemesis(t *testing.T, run nemesisRun) {
 		f.window(a.f.Kind, a.start, time.Now(), a.what)
 		active = slices.Delete(active, i, i+1)
 	}
-	for _, fault := range schedule {
+	// healDue heals, in the order they end, the faults that end before until.
+	healDue := func(until time.Time) {
 		for {
-			due := t0.Add(fault.At)
 			first := -1
 			for i, a := range active {
 				if first < 0 || a.start.Add(a.f.Hold).Before(active[first].start.Add(active[first].f.Hold)) {
 					first = i
 				}
 			}
-			if first >= 0 && active[first].start.Add(active[first].f.Hold).Before(due) {
-				time.Sleep(time.Until(active[first].start.Add(active[first].f.Hold)))
-				healOne(first)
-				continue
+			if first < 0 || !active[first].start.Add(active[first].f.Hold).Before(until) {
+				return
 			}
-			time.Sleep(time.Until(due))
-			break
+			time.Sleep(time.Until(active[first].start.Add(active[first].f.Hold)))
+			healOne(first)
 		}
+	}
+	for _, fault := range schedule {
+		healDue(t0.Add(fault.At))
+		time.Sleep(time.Until(t0.Add(fault.At)))
 		start := time.Now()
 		what, heal := f.inject(fault)
 		if heal == nil {
@@ -233,8 +235,9 @@ func runNemesis(t *testing.T, run nemesisRun) {
 		t.Logf("%6.1fs %s", time.Since(t0).Seconds(), what)
 		active = append(active, on{f: fault, start: start, what: what, heal: heal})
 	}
+	healDue(t0.Add(run.duration))
 	time.Sleep(time.Until(t0.Add(run.duration)))
-	for len(active) > 0 {
+	for len(active) > 0 { // what is still on at the end
 		healOne(0)
 	}
 	f.switches.Wait()
