@@ -38,6 +38,8 @@ import (
 // "redis=pause-at-commit,redis-restart;*=" (empty: all kinds).
 //	NEMESIS_OUT       where runs are written (../out/nemesis), one directory per mode and seed
 //	NEMESIS_LOG_LEVEL the replicas' LOG_LEVEL (warn; info logs every purchase)
+//	NEMESIS_EPOCH     how long one history lasts (2m): a long run records one per epoch, each on
+//	                  SKUs of its own, so that each stays fast to check
 //
 // A run in a safe mode passes with no anomaly; a run in an unsafe mode (a negative control:
 // none, zk-unfenced, redis, db-locktable) passes only if it caught the mode (a history not
@@ -179,20 +181,69 @@ func runNemesis(t *testing.T, run nemesisRun) {
 	for _, r := range f.rs {
 		urls = append(urls, r.url)
 	}
+	// A long run records a history per epoch, on SKUs of its own, so that no history grows past
+	// what Porcupine checks fast: an operation of unknown outcome found done may take effect
+	// anywhere after its call, up to its history's end. The SKUs of an ended epoch are left alone,
+	// then audited with the others at the end.
+	var recMu sync.Mutex
 	var recs []*lincheck.Recorder
-	for p := range nemesisPairs {
-		rec, err := lincheck.Start(context.Background(), lincheck.Config{Replicas: urls, AdminToken: "faults",
-			SKUs: [2]string{fmt.Sprintf("N%d-A", p+1), fmt.Sprintf("N%d-B", p+1)}, Stock: 200, MaxQty: 2,
-			Clients: nemesisClients, Pause: 20 * time.Millisecond, MaxOps: 1 << 30, RequestTimeout: 30 * time.Second,
-			Seed: run.seed<<4 | uint64(p), ResolveByKey: true, Observe: observe})
-		if err != nil {
-			t.Fatalf("start history %d: %v", p+1, err)
+	var skus []string
+	startEpoch := func(e int, giveUp <-chan struct{}) error {
+		for p := range nemesisPairs {
+			pair := [2]string{fmt.Sprintf("N%d-%d-A", e, p+1), fmt.Sprintf("N%d-%d-B", e, p+1)}
+			for attempt := 0; ; attempt++ {
+				// Reset through the next replica each time: one may be down.
+				order := append(slices.Clone(urls[attempt%len(urls):]), urls[:attempt%len(urls)]...)
+				rec, err := lincheck.Start(context.Background(), lincheck.Config{Replicas: order, AdminToken: "faults",
+					SKUs: pair, Stock: 200, MaxQty: 2, Clients: nemesisClients, Pause: 20 * time.Millisecond, MaxOps: 1 << 30,
+					RequestTimeout: 30 * time.Second, Seed: run.seed<<8 | uint64(e)<<4 | uint64(p), ResolveByKey: true, Observe: observe})
+				if err == nil {
+					recMu.Lock()
+					recs, skus = append(recs, rec), append(skus, pair[0], pair[1])
+					recMu.Unlock()
+					break
+				}
+				select {
+				case <-giveUp:
+					return fmt.Errorf("start the history of %v: %w", pair, err)
+				case <-time.After(time.Second):
+				}
+			}
 		}
-		recs = append(recs, rec)
+		return nil
+	}
+	if err := startEpoch(1, nil); err != nil {
+		t.Fatal(err)
+	}
+	epoch, err := time.ParseDuration(envOr("NEMESIS_EPOCH", "2m"))
+	if err != nil {
+		t.Fatalf("NEMESIS_EPOCH: %v", err)
 	}
 
 	// The faults, as the seed schedules them; what is still on at the end is healed.
 	t0 := time.Now()
+	endEpochs, epochsDone := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(epochsDone)
+		// No epoch starts in a run's last 20 s: too short a history to be worth its SKUs.
+		for e := 2; time.Duration(e-1)*epoch+20*time.Second < run.duration; e++ {
+			select {
+			case <-time.After(time.Until(t0.Add(time.Duration(e-1) * epoch))):
+			case <-endEpochs:
+				return
+			}
+			recMu.Lock()
+			old := slices.Clone(recs)
+			recMu.Unlock()
+			if err := startEpoch(e, endEpochs); err != nil {
+				f.note("epoch %d: %v", e, err)
+				return
+			}
+			for _, rec := range old {
+				go rec.Halt() // it waits for the operations in flight; Stop resolves them at the end
+			}
+		}
+	}()
 	schedule := nemesis.Schedule(nemesis.Plan{Seed: run.seed, Duration: run.duration, Kinds: run.kinds,
 		Replicas: nemesisReplicas, Mode: run.mode, Session: nemesisSession})
 	type on struct {
@@ -241,6 +292,8 @@ func runNemesis(t *testing.T, run nemesisRun) {
 		healOne(0)
 	}
 	f.switches.Wait()
+	close(endEpochs)
+	<-epochsDone
 	healedAt := time.Now()
 
 	// Every replica must come back on its own: ready, and reading every SKU.
@@ -256,10 +309,6 @@ func runNemesis(t *testing.T, run nemesisRun) {
 	// What a healed proxy or a woken replica still had in flight lands within moments; after
 	// that a key not found was never sold.
 	time.Sleep(3 * time.Second)
-	var skus []string
-	for p := range nemesisPairs {
-		skus = append(skus, fmt.Sprintf("N%d-A", p+1), fmt.Sprintf("N%d-B", p+1))
-	}
 	for i, r := range f.rs {
 		for _, sku := range skus {
 			if !recovered[i] {
