@@ -76,10 +76,7 @@ func startReplicas(t *testing.T, n int, dsn string, zkServers []string, settings
 	testenv.DeleteZKTreeAtCleanup(t, zkServers, "/zkstock/fleets/"+fleetOf(t, dsn))
 	var rs []*replica
 	for i := 1; i <= n; i++ {
-		addr := freeAddr(t)
-		r := &replica{name: fmt.Sprintf("order%d", i), addr: addr, url: "http://" + addr, t: t}
-		r.env = append([]string{"HTTP_ADDR=" + addr, "REPLICA_ID=" + r.name, "ZK_SERVERS=" + strings.Join(zkServers, ","),
-			"MYSQL_DSN=" + dsn, "ADMIN_TOKEN=faults", "LOG_LEVEL=info", "FLEET=" + fleetOf(t, dsn)}, settings...)
+		r := newReplica(t, fmt.Sprintf("order%d", i), dsn, zkServers, settings...)
 		r.start()
 		rs = append(rs, r)
 	}
@@ -87,6 +84,16 @@ func startReplicas(t *testing.T, n int, dsn string, zkServers []string, settings
 		r.waitReady(30 * time.Second)
 	}
 	return rs
+}
+
+// newReplica is a replica named name, not started yet, on a free port, in the fleet of dsn's
+// database; settings come last, so they override the defaults.
+func newReplica(t *testing.T, name, dsn string, zkServers []string, settings ...string) *replica {
+	addr := freeAddr(t)
+	r := &replica{name: name, addr: addr, url: "http://" + addr, t: t}
+	r.env = append([]string{"HTTP_ADDR=" + addr, "REPLICA_ID=" + r.name, "ZK_SERVERS=" + strings.Join(zkServers, ","),
+		"MYSQL_DSN=" + dsn, "ADMIN_TOKEN=faults", "LOG_LEVEL=info", "FLEET=" + fleetOf(t, dsn)}, settings...)
+	return r
 }
 
 // fleetOf is the fleet of the replicas on one database: the database's name, so that every

@@ -59,6 +59,28 @@ type Config struct {
 	// so it cannot make a history pass that would fail without it; it makes the check fast
 	// when many outcomes are unknown.
 	KeepUnknown bool
+	// ResolveByKey resolves an operation of unknown outcome by looking it up instead of sending it
+	// again: a purchase or cart by its key (GET /v1/orders?request_id=KEY; a cart's first order
+	// carries the cart's key), a cancellation by its order (GET /v1/orders/ID, cancelled_at). Found,
+	// it took effect (Applied); not found, it had not, and never will if nothing is left in flight
+	// that could still commit it: call Halt, heal every fault and wait out the service's commit
+	// bound before Stop. A look-up changes nothing, so the stock read after the history is the
+	// history's own.
+	ResolveByKey bool
+	// Observe, if set, is told of every operation that got an answer or none, kept in the history
+	// or not (failed reads, requests not sent), as it ends: for a timeline of latencies.
+	Observe func(Observation)
+}
+
+// Observation is one operation as Config.Observe sees it.
+type Observation struct {
+	Client       int
+	Kind         Kind
+	Answer       string // "201", "409 out_of_stock", "503 lock_lost", "cut", "not sent"
+	Result       Result // as first recorded (Unknown for an answer that is not a verdict)
+	Start, End   time.Time
+	InHistory    bool
+	Replica, Key string
 }
 
 func (c *Config) defaults() error {
@@ -147,6 +169,7 @@ type Recorder struct {
 	swErr error
 	halt  chan struct{}
 	once  sync.Once
+	hOnce sync.Once
 
 	mu     sync.Mutex
 	hist   []porcupine.Operation
@@ -237,10 +260,7 @@ func (r *Recorder) clientsDone() <-chan struct{} {
 // at any time after its call.
 func (r *Recorder) Stop() (*History, error) {
 	r.once.Do(func() {
-		r.stop.Store(true)
-		close(r.halt)
-		r.wg.Wait()
-		r.swWG.Wait()
+		r.Halt()
 		if !r.cfg.KeepUnknown {
 			r.resolve()
 		}
@@ -271,6 +291,18 @@ func (r *Recorder) Stop() (*History, error) {
 		r.result = &History{SKUs: r.cfg.SKUs, Stock: r.cfg.Stock, Ops: r.hist, Annotations: r.notes, Stats: r.stats, Took: time.Since(r.t0)}
 	})
 	return r.result, r.swErr
+}
+
+// Halt stops the clients and the switches and waits for the operations in flight, without
+// resolving the unknown outcomes yet: so that the faults can be healed, and the service's commits
+// settle, before Stop looks them up. Stop calls it; calling it twice is safe.
+func (r *Recorder) Halt() {
+	r.hOnce.Do(func() {
+		r.stop.Store(true)
+		close(r.halt)
+		r.wg.Wait()
+		r.swWG.Wait()
+	})
 }
 
 // now is monotonic nanoseconds since the history began.
@@ -347,9 +379,20 @@ func (r *Recorder) do(ctx context.Context, c int, replica string, in Input, key 
 		method, path = http.MethodGet, "/v1/products/"+url.PathEscape(skus[in.SKU])
 	}
 	req := request{replica: replica, method: method, path: path, body: body, hdr: hdr}
+	started := time.Now()
 	call := r.now()
 	status, raw, err := r.send(ctx, method, replica+path, body, false, hdr)
 	ret := r.now()
+	if r.cfg.Observe != nil {
+		defer func() {
+			answer := out.Answer
+			if err != nil && notSent(err) {
+				answer = "not sent"
+			}
+			r.cfg.Observe(Observation{Client: c, Kind: in.Kind, Answer: answer, Result: out.Result, Start: started,
+				End: started.Add(time.Duration(ret - call)), InHistory: kept, Replica: replica, Key: key})
+		}()
+	}
 	name := replicaName(replica, r.cfg.Replicas)
 	meta := fmt.Sprintf("%s, key %s", name, key)
 	if in.Kind == Cancel {
@@ -617,6 +660,10 @@ func (r *Recorder) resolve() {
 }
 
 func (r *Recorder) resolveOne(i int) {
+	if r.cfg.ResolveByKey {
+		r.lookUp(i)
+		return
+	}
 	req := r.reqs[i]
 	in := r.hist[i].Input.(Input)
 	// The replica it went to first, then the others (it may be down).
@@ -651,6 +698,48 @@ func (r *Recorder) resolveOne(i int) {
 			r.hist[i].Metadata = fmt.Sprintf("%v; sent again after the history: %d, replayed", r.hist[i].Metadata, status)
 			r.stats.FoundDone++
 		case notDone:
+			r.hist[i].Output = nil
+			r.stats.FoundNotDone++
+		}
+		return
+	}
+}
+
+// lookUp resolves operation i by looking it up (Config.ResolveByKey), on each replica in turn
+// until one answers.
+func (r *Recorder) lookUp(i int) {
+	req := r.reqs[i]
+	in := r.hist[i].Input.(Input)
+	var path string
+	if in.Kind == Cancel {
+		path, _, _ = strings.Cut(strings.TrimPrefix(req.path, "/v1/orders/"), "/")
+		path = "/v1/orders/" + path
+	} else {
+		path = "/v1/orders?request_id=" + url.QueryEscape(req.hdr["Idempotency-Key"])
+	}
+	for _, u := range r.cfg.Replicas {
+		status, raw, err := r.send(context.Background(), http.MethodGet, u+path, "", false, nil)
+		if err != nil || status != http.StatusOK && status != http.StatusNotFound {
+			continue
+		}
+		var a struct {
+			Order struct {
+				CancelledAt *time.Time `json:"cancelled_at"`
+			} `json:"order"`
+		}
+		_ = json.Unmarshal(raw, &a)
+		// A cancellation's order always exists; it was done if it is cancelled, and only this
+		// client cancels it, once.
+		done := status == http.StatusOK && (in.Kind != Cancel || a.Order.CancelledAt != nil)
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if done {
+			out := r.hist[i].Output.(Output)
+			out.Result = Applied
+			r.hist[i].Output = out
+			r.hist[i].Metadata = fmt.Sprintf("%v; looked up after the history: done", r.hist[i].Metadata)
+			r.stats.FoundDone++
+		} else {
 			r.hist[i].Output = nil
 			r.stats.FoundNotDone++
 		}

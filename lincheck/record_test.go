@@ -29,6 +29,7 @@ type shop struct {
 	next      int64
 	modes     []string
 	cancelled map[int64]bool
+	lookUps   int
 }
 
 type order struct {
@@ -95,6 +96,32 @@ func (s *shop) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_ = json.NewDecoder(r.Body).Decode(&b)
 		s.set(strings.TrimPrefix(path, "/admin/products/"), b.Stock)
 		answer(w, 200, map[string]any{})
+	case r.Method == "GET" && path == "/v1/orders":
+		s.mu.Lock()
+		seen := s.keys[r.URL.Query().Get("request_id")]
+		s.lookUps++
+		s.mu.Unlock()
+		if !seen {
+			answer(w, 404, map[string]string{"code": "unknown_order"})
+			return
+		}
+		answer(w, 200, map[string]any{"order": map[string]any{}})
+	case r.Method == "GET" && strings.HasPrefix(path, "/v1/orders/"):
+		id, _ := strconv.ParseInt(strings.TrimPrefix(path, "/v1/orders/"), 10, 64)
+		s.mu.Lock()
+		_, ok := s.orders[id]
+		done := s.cancelled[id]
+		s.lookUps++
+		s.mu.Unlock()
+		o := map[string]any{}
+		if done {
+			o["cancelled_at"] = time.Now()
+		}
+		if !ok {
+			answer(w, 404, map[string]string{"code": "unknown_order"})
+			return
+		}
+		answer(w, 200, map[string]any{"order": o})
 	case r.Method == "GET" && strings.HasPrefix(path, "/v1/products/"):
 		answer(w, 200, map[string]int64{"stock": s.get(strings.TrimPrefix(path, "/v1/products/"))})
 	case r.Method == "POST" && path == "/v1/orders":
@@ -311,5 +338,45 @@ func TestAPurchaseCutAfterItArrivedIsNotCountedNotSent(t *testing.T) {
 	}
 	if notSent(err) {
 		t.Fatalf("a purchase the replica received is counted not sent: %v", err)
+	}
+}
+
+// ResolveByKey resolves the flaky shop's unknown outcomes by looking them up, after Halt, without
+// sending any of them again: the stock does not move between Halt and Stop, some are found done
+// and some not, and the history is linearizable. Observe sees every operation.
+func TestResolveByKeyLooksUpInsteadOfResending(t *testing.T) {
+	sh := newShop(false)
+	sh.flaky = true
+	var urls []string
+	for range 2 {
+		srv := httptest.NewServer(sh)
+		t.Cleanup(srv.Close)
+		urls = append(urls, srv.URL)
+	}
+	var observed atomic.Int64
+	rec, err := Start(context.Background(), Config{Replicas: urls, AdminToken: "x", Stock: 10, Clients: 6, MaxOps: 600,
+		Pause: 2 * time.Millisecond, Seed: 3, ResolveByKey: true, Observe: func(Observation) { observed.Add(1) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(400 * time.Millisecond)
+	rec.Halt()
+	before := [2]int64{sh.get("LIN-A"), sh.get("LIN-B")}
+	h, err := rec.Stop()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after := [2]int64{sh.get("LIN-A"), sh.get("LIN-B")}; after != before {
+		t.Errorf("the stock moved from %v to %v while the unknown outcomes were resolved", before, after)
+	}
+	st := h.Stats
+	if st.FoundDone == 0 || st.FoundNotDone == 0 || sh.lookUps < st.FoundDone+st.FoundNotDone {
+		t.Errorf("unknown %d, found done %d, not done %d, look-ups %d", st.Unknown, st.FoundDone, st.FoundNotDone, sh.lookUps)
+	}
+	if n := observed.Load(); n < int64(st.Ops) {
+		t.Errorf("observed %d operations, %d in the history", n, st.Ops)
+	}
+	if v := h.Check(30 * time.Second); !v.Linearizable() {
+		t.Errorf("Porcupine says %s", v.Outcome)
 	}
 }

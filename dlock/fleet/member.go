@@ -154,7 +154,7 @@ func (m *Member) Status() error {
 	case serving:
 		select {
 		case <-m.hold.lost(): // judged now, as Enter judges it
-			return fmt.Errorf("%w: %w", ErrNotMember, context.Cause(m.hold.ctx))
+			return fmt.Errorf("%w: %w", ErrNotMember, m.hold.why())
 		default:
 		}
 		return m.why
@@ -203,6 +203,18 @@ func newHold(l *dlock.Lease) *hold {
 }
 
 // lost is closed when the hold can no longer be trusted, judged now as dlock judges its lease.
+// why says why the hold is gone. Its context's cause is set by the hold's watcher, which may not
+// have run yet when lost() judged the lease lost a moment earlier: the lease's own reason then.
+func (h *hold) why() error {
+	if err := context.Cause(h.ctx); err != nil {
+		return err
+	}
+	if err := h.lease.Err(); err != nil {
+		return err
+	}
+	return errors.New("the hold is gone")
+}
+
 func (h *hold) lost() <-chan struct{} {
 	select {
 	case <-h.lease.Lost():
@@ -257,7 +269,7 @@ func (m *Member) Enter(ctx context.Context) (*Pass, error) {
 			select {
 			case <-m.hold.lost(): // judged now: the watcher may not have run yet
 				m.mu.Unlock()
-				return nil, fmt.Errorf("%w: %w", ErrNotMember, context.Cause(m.hold.ctx))
+				return nil, fmt.Errorf("%w: %w", ErrNotMember, m.hold.why())
 			default:
 			}
 			if m.why != nil {

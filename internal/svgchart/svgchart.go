@@ -133,3 +133,123 @@ func BarChart(title, yLabel string, groups []string, names []string, value func(
 	b.WriteString(`</svg>`)
 	return template.HTML(b.String()) // #nosec: built from numbers and escaped names only
 }
+
+// TimePoint is one operation of a timeline: when it began (seconds from the start) and how long
+// it took (seconds), coloured by its class.
+type TimePoint struct {
+	X, Latency float64
+	Class      string
+	Title      string // shown on hover for the points of the last class (the rare ones)
+}
+
+// Band is a window of time in a lane of a timeline: a fault, from From to To seconds.
+type Band struct {
+	Lane     string
+	From, To float64
+	Color    string
+	Title    string
+}
+
+// Class is a kind of point and its colour.
+type Class struct{ Name, Color string }
+
+// maxTimelinePoints bounds the points drawn, so that a long run's picture stays a few megabytes:
+// beyond it the common classes are thinned evenly, and the last class is always drawn whole.
+const maxTimelinePoints = 30000
+
+// Timeline draws points (latency on a log scale against time, as Jepsen's latency plots) under
+// one lane per band name, and shades every band's window across the plot in its colour, so that
+// a latency or an error can be read against the faults that were on at the time.
+func Timeline(title string, pts []TimePoint, bands []Band, lanes []string, classes []Class) template.HTML {
+	const w, laneH, left, right, plotH, bot = 1000, 14, 110, 16, 300, 44
+	top := 34 + len(lanes)*laneH + 8
+	h := top + plotH + bot
+	xMax := 1.0
+	yMaxS := 1.0
+	for _, p := range pts {
+		xMax, yMaxS = math.Max(xMax, p.X+p.Latency), math.Max(yMaxS, p.Latency)
+	}
+	for _, b := range bands {
+		xMax = math.Max(xMax, b.To)
+	}
+	xMax = niceMax(xMax)
+	const yMinS = 1e-3 // 1 ms
+	decades := math.Ceil(math.Log10(yMaxS / yMinS))
+	sx := func(v float64) float64 { return left + v/xMax*float64(w-left-right) }
+	sy := func(lat float64) float64 {
+		d := math.Log10(math.Max(lat, yMinS) / yMinS)
+		return float64(top+plotH) - d/decades*float64(plotH)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 %d %d" width="%d" height="%d" role="img" aria-label="%s" font-family="sans-serif">`,
+		w, h, w, h, html.EscapeString(title))
+	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="#fff"/>`, w, h)
+	fmt.Fprintf(&b, `<text x="%d" y="18" font-size="14" font-weight="bold">%s</text>`, left, html.EscapeString(title))
+	for i, c := range classes {
+		x := w - right - 90*(len(classes)-i)
+		fmt.Fprintf(&b, `<circle cx="%d" cy="14" r="4" fill="%s"/><text x="%d" y="18" font-size="11">%s</text>`, x, c.Color, x+8, html.EscapeString(c.Name))
+	}
+	laneY := map[string]int{}
+	for i, l := range lanes {
+		y := 34 + i*laneH
+		laneY[l] = y
+		fmt.Fprintf(&b, `<text x="%d" y="%d" font-size="10" text-anchor="end">%s</text>`, left-6, y+10, html.EscapeString(l))
+		fmt.Fprintf(&b, `<line x1="%d" x2="%d" y1="%d" y2="%d" stroke="#eee"/>`, left, w-right, y+laneH-1, y+laneH-1)
+	}
+	for _, bd := range bands {
+		x0, x1 := sx(bd.From), sx(math.Max(bd.To, bd.From))
+		x1 = math.Max(x1, x0+1.5) // an instant (a kill) still shows
+		fmt.Fprintf(&b, `<rect x="%.1f" y="%d" width="%.1f" height="%d" fill="%s" fill-opacity="0.12"/>`, x0, top, x1-x0, plotH, bd.Color)
+		if y, ok := laneY[bd.Lane]; ok {
+			fmt.Fprintf(&b, `<rect x="%.1f" y="%d" width="%.1f" height="%d" fill="%s"><title>%s</title></rect>`, x0, y+1, x1-x0, laneH-3, bd.Color, html.EscapeString(bd.Title))
+		}
+	}
+	for i := 0; i <= int(decades); i++ {
+		lat := yMinS * math.Pow(10, float64(i))
+		y := sy(lat)
+		fmt.Fprintf(&b, `<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" stroke="#ddd"/>`, left, w-right, y, y)
+		label := fmt.Sprintf("%s ms", fmtNum(lat*1000))
+		if lat >= 1 {
+			label = fmt.Sprintf("%s s", fmtNum(lat))
+		}
+		fmt.Fprintf(&b, `<text x="%d" y="%.1f" font-size="11" text-anchor="end">%s</text>`, left-6, y+4, label)
+	}
+	for i := 0; i <= 10; i++ {
+		x := sx(xMax * float64(i) / 10)
+		fmt.Fprintf(&b, `<text x="%.1f" y="%d" font-size="11" text-anchor="middle">%s</text>`, x, top+plotH+16, fmtNum(xMax*float64(i)/10))
+	}
+	fmt.Fprintf(&b, `<line x1="%d" x2="%d" y1="%d" y2="%d" stroke="#333"/><line x1="%d" x2="%d" y1="%d" y2="%d" stroke="#333"/>`,
+		left, w-right, top+plotH, top+plotH, left, left, top, top+plotH)
+	fmt.Fprintf(&b, `<text x="%d" y="%d" font-size="12" text-anchor="middle">seconds since the start</text>`, (left+w-right)/2, h-8)
+	fmt.Fprintf(&b, `<text transform="translate(14 %d) rotate(-90)" font-size="12" text-anchor="middle">latency (log)</text>`, top+plotH/2)
+	color := map[string]string{}
+	rare := ""
+	for _, c := range classes {
+		color[c.Name] = c.Color
+		rare = c.Name
+	}
+	common := 0
+	for _, p := range pts {
+		if p.Class != rare {
+			common++
+		}
+	}
+	every := 1
+	if common > maxTimelinePoints {
+		every = (common + maxTimelinePoints - 1) / maxTimelinePoints
+	}
+	n := 0
+	for _, p := range pts {
+		if p.Class != rare {
+			n++
+			if n%every != 0 {
+				continue
+			}
+			fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="1.6" fill="%s" fill-opacity="0.6"/>`, sx(p.X), sy(p.Latency), color[p.Class])
+			continue
+		}
+		fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="2.4" fill="%s"><title>%s</title></circle>`, sx(p.X), sy(p.Latency), color[p.Class], html.EscapeString(p.Title))
+	}
+	b.WriteString(`</svg>`)
+	return template.HTML(b.String()) // #nosec: built from numbers and escaped names only
+}

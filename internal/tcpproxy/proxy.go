@@ -37,7 +37,10 @@ type Proxy struct {
 	// holdCloses keeps a connection open during a Stall when either end closes it, until Resume:
 	// a peer that gives up on a black hole must not tell the other end so (see NewRaw).
 	holdCloses bool
-	wg         sync.WaitGroup
+	// delay holds every chunk back this long (nanoseconds) before it is forwarded, either way:
+	// a slow link, not a cut one (SetDelay).
+	delay atomic.Int64
+	wg    sync.WaitGroup
 }
 
 // New starts a proxy to a ZooKeeper server; it stops when the test ends.
@@ -114,6 +117,18 @@ func (p *Proxy) Resume() {
 	}
 }
 
+// SetDelay makes the link slow: every request and every chunk of a reply waits d before it is
+// forwarded (0: none), as on a congested or far-away route. Bytes still arrive, in order; a
+// connection is never cut by it, so a client sees latency, not errors, until its own timeouts.
+func (p *Proxy) SetDelay(d time.Duration) { p.delay.Store(int64(d)) }
+
+// lag sleeps the link's delay, if any.
+func (p *Proxy) lag() {
+	if d := time.Duration(p.delay.Load()); d > 0 {
+		time.Sleep(d)
+	}
+}
+
 // waitFlow blocks while the proxy is stalled.
 func (p *Proxy) waitFlow() {
 	p.mu.Lock()
@@ -186,6 +201,14 @@ func (p *Proxy) StallAtQuery(match func(query string) bool) <-chan struct{} {
 	p.armed, p.drop, p.hold, p.cutAll, p.hole, p.stallAt = mySQLQuery(match), false, false, false, false, true
 	p.stallFired = make(chan struct{})
 	return p.stallFired
+}
+
+// Disarm forgets an armed request that has not come yet; a stall it already began lasts until
+// Resume.
+func (p *Proxy) Disarm() {
+	p.mu.Lock()
+	p.armed, p.stallAt = nil, false
+	p.mu.Unlock()
 }
 
 func (p *Proxy) arm(match func(frame []byte, index int) bool, drop, hold, cutAll bool) {
@@ -314,6 +337,7 @@ func (p *Proxy) forwardRequests(server, client net.Conn, closeBoth func(), repli
 		if fired {
 			repliesCut.Store(true)
 		}
+		p.lag()
 		if _, err := server.Write(frame); err != nil {
 			return
 		}
@@ -337,6 +361,7 @@ func (p *Proxy) forwardReplies(client, server net.Conn, repliesCut, holed *atomi
 	for {
 		n, err := server.Read(buf)
 		if n > 0 {
+			p.lag()
 			p.waitFlow()
 			if repliesCut.Load() {
 				return

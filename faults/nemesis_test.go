@@ -1,0 +1,641 @@
+package faults
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/zkstock/zkstock/internal/nemesis"
+	"github.com/zkstock/zkstock/internal/tcpproxy"
+	"github.com/zkstock/zkstock/internal/testenv"
+	"github.com/zkstock/zkstock/lincheck"
+)
+
+// The nemesis: faults composed at random while clients on every replica buy, buy carts, cancel
+// and read, every history checked with Porcupine and every SKU audited at the end. It runs only
+// when asked (make nemesis, make test-nemesis), with:
+//
+//	NEMESIS_MODE      lock modes, comma-separated, one run each (zk)
+//	NEMESIS_SEED      seeds, one per mode or one for all (1)
+//	NEMESIS_DURATION  how long faults start, per run (60s)
+//	NEMESIS_FAULTS    fault kinds, comma-separated (all)
+//
+// NEMESIS_DURATION and NEMESIS_FAULTS may name values per mode: "none=15s;*=50s",
+// "redis=pause-at-commit,redis-restart;*=" (empty: all kinds).
+//	NEMESIS_OUT       where runs are written (../out/nemesis), one directory per mode and seed
+//	NEMESIS_LOG_LEVEL the replicas' LOG_LEVEL (warn; info logs every purchase)
+//	NEMESIS_EPOCH     how long one history lasts (2m): a long run records one per epoch, each on
+//	                  SKUs of its own, so that each stays fast to check
+//
+// A run in a safe mode passes with no anomaly; a run in an unsafe mode (a negative control:
+// none, zk-unfenced, redis, db-locktable) passes only if it caught the mode (a history not
+// linearizable, units oversold or lost).
+
+const (
+	nemesisSession  = 4 * time.Second
+	nemesisReplicas = 3
+	nemesisPairs    = 2 // histories of two SKUs each, checked apart: the model's unit is a pair
+	nemesisClients  = 5 // per pair, round-robin over the replicas
+)
+
+func TestNemesis(t *testing.T) {
+	if os.Getenv("NEMESIS") != "1" {
+		t.Skip("the nemesis runs with make nemesis (NEMESIS=1)")
+	}
+	modes := strings.Split(envOr("NEMESIS_MODE", "zk"), ",")
+	var seeds []uint64
+	for _, s := range strings.Split(envOr("NEMESIS_SEED", "1"), ",") {
+		n, err := strconv.ParseUint(strings.TrimSpace(s), 10, 64)
+		if err != nil {
+			t.Fatalf("NEMESIS_SEED %q: %v", s, err)
+		}
+		seeds = append(seeds, n)
+	}
+	for i, mode := range modes {
+		mode = strings.TrimSpace(mode)
+		seed := seeds[min(i, len(seeds)-1)]
+		dur, err := time.ParseDuration(nemesis.PerMode(mode, envOr("NEMESIS_DURATION", "60s")))
+		if err != nil {
+			t.Fatalf("NEMESIS_DURATION for %s: %v", mode, err)
+		}
+		spec := nemesis.PerMode(mode, os.Getenv("NEMESIS_FAULTS"))
+		kinds, err := nemesis.ParseKinds(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Run(fmt.Sprintf("%s-%d", mode, seed), func(t *testing.T) {
+			runNemesis(t, nemesisRun{mode: mode, seed: seed, duration: dur, kinds: kinds, spec: spec})
+		})
+	}
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+type nemesisRun struct {
+	mode     string
+	seed     uint64
+	duration time.Duration
+	kinds    []nemesis.Kind
+	spec     string
+}
+
+// links are a replica's proxies: one per ZooKeeper peer, the database, Redis.
+type links struct {
+	zk        []*tcpproxy.Proxy
+	db, redis *tcpproxy.Proxy
+}
+
+func (l *links) all() []*tcpproxy.Proxy { return append(slices.Clone(l.zk), l.db, l.redis) }
+
+// fleetUnderFire is one run's replicas, servers and what happened to them.
+type fleetUnderFire struct {
+	t        *testing.T
+	rs       []*replica
+	links    []*links
+	dsn      string
+	ensemble []string
+	zkDirs   []string
+
+	mu       sync.Mutex
+	windows  []nemesis.Window
+	switches sync.WaitGroup
+	switchOn bool
+	skipped  map[nemesis.Kind]int
+	done     map[nemesis.Kind]int
+	notes    []string
+}
+
+func runNemesis(t *testing.T, run nemesisRun) {
+	wallStart := time.Now()
+	outDir := filepath.Join(envOr("NEMESIS_OUT", filepath.Join("..", "out", "nemesis")), fmt.Sprintf("%s-%d", run.mode, run.seed))
+	if err := os.RemoveAll(outDir); err != nil {
+		t.Fatal(err)
+	}
+	logDir := filepath.Join(outDir, "logs")
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("FAULTS_LOG_DIR", logDir)
+
+	f := &fleetUnderFire{t: t, dsn: testenv.MySQLDatabase(t), ensemble: testenv.ZKEnsemble(t), zkDirs: ensembleDirs(t),
+		skipped: map[nemesis.Kind]int{}, done: map[nemesis.Kind]int{}}
+	waitServing(t, f.ensemble, 60*time.Second)
+	redisAddr := testenv.RedisAddr(t)
+	settings := []string{"LOCK_MODE=" + run.mode, "ZK_SESSION_TIMEOUT=" + nemesisSession.String(), "WORK_DELAY=20ms",
+		"LOCK_TIMEOUT=5s", "REDIS_LOCK_TTL=3s", "LOG_LEVEL=" + envOr("NEMESIS_LOG_LEVEL", "warn")}
+	testenv.DeleteZKTreeAtCleanup(t, f.ensemble, "/zkstock/fleets/"+fleetOf(t, f.dsn))
+	for i := range nemesisReplicas {
+		l := &links{redis: tcpproxy.NewRaw(t, redisAddr)}
+		var zkAddrs []string
+		for _, peer := range f.ensemble {
+			p := tcpproxy.New(t, peer)
+			l.zk = append(l.zk, p)
+			zkAddrs = append(zkAddrs, p.Addr())
+		}
+		var dsn string
+		l.db, dsn = tcpproxy.ProxiedDSN(t, f.dsn, nil)
+		r := newReplica(t, fmt.Sprintf("order%d", i+1), dsn, zkAddrs, append(settings, "REDIS_ADDR="+l.redis.Addr())...)
+		r.start()
+		f.rs, f.links = append(f.rs, r), append(f.links, l)
+	}
+	for _, r := range f.rs {
+		r.waitReady(60 * time.Second)
+	}
+
+	// The workload: histories of two SKUs each, their clients round-robin over every replica.
+	var obsMu sync.Mutex
+	var ops []nemesis.Op
+	observe := func(o lincheck.Observation) {
+		class := "refused"
+		switch {
+		case strings.HasPrefix(o.Answer, "2"):
+			class = "ok"
+		case o.Answer == "cut" || strings.Contains(o.Answer, "outcome_unknown") || strings.HasPrefix(o.Answer, "5") && !strings.Contains(o.Answer, " "):
+			// no answer, or one that does not say what became of the operation
+			class = "unknown"
+		}
+		obsMu.Lock()
+		ops = append(ops, nemesis.Op{Start: o.Start, End: o.End, Class: class, What: fmt.Sprintf("%s %s (%s)", o.Kind, o.Answer, o.Key)})
+		obsMu.Unlock()
+	}
+	var urls []string
+	for _, r := range f.rs {
+		urls = append(urls, r.url)
+	}
+	// A long run records a history per epoch, on SKUs of its own, so that no history grows past
+	// what Porcupine checks fast: an operation of unknown outcome found done may take effect
+	// anywhere after its call, up to its history's end. The SKUs of an ended epoch are left alone,
+	// then audited with the others at the end.
+	var recMu sync.Mutex
+	var recs []*lincheck.Recorder
+	var skus []string
+	startEpoch := func(e int, giveUp <-chan struct{}) error {
+		for p := range nemesisPairs {
+			pair := [2]string{fmt.Sprintf("N%d-%d-A", e, p+1), fmt.Sprintf("N%d-%d-B", e, p+1)}
+			for attempt := 0; ; attempt++ {
+				// Reset through the next replica each time: one may be down.
+				order := append(slices.Clone(urls[attempt%len(urls):]), urls[:attempt%len(urls)]...)
+				rec, err := lincheck.Start(context.Background(), lincheck.Config{Replicas: order, AdminToken: "faults",
+					SKUs: pair, Stock: 200, MaxQty: 2, Clients: nemesisClients, Pause: 20 * time.Millisecond, MaxOps: 1 << 30,
+					RequestTimeout: 30 * time.Second, Seed: run.seed<<8 | uint64(e)<<4 | uint64(p), ResolveByKey: true, Observe: observe})
+				if err == nil {
+					recMu.Lock()
+					recs, skus = append(recs, rec), append(skus, pair[0], pair[1])
+					recMu.Unlock()
+					break
+				}
+				select {
+				case <-giveUp:
+					return fmt.Errorf("start the history of %v: %w", pair, err)
+				case <-time.After(time.Second):
+				}
+			}
+		}
+		return nil
+	}
+	if err := startEpoch(1, nil); err != nil {
+		t.Fatal(err)
+	}
+	epoch, err := time.ParseDuration(envOr("NEMESIS_EPOCH", "2m"))
+	if err != nil {
+		t.Fatalf("NEMESIS_EPOCH: %v", err)
+	}
+
+	// The faults, as the seed schedules them; what is still on at the end is healed.
+	t0 := time.Now()
+	endEpochs, epochsDone := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(epochsDone)
+		// No epoch starts in a run's last 20 s: too short a history to be worth its SKUs.
+		for e := 2; time.Duration(e-1)*epoch+20*time.Second < run.duration; e++ {
+			select {
+			case <-time.After(time.Until(t0.Add(time.Duration(e-1) * epoch))):
+			case <-endEpochs:
+				return
+			}
+			recMu.Lock()
+			old := slices.Clone(recs)
+			recMu.Unlock()
+			if err := startEpoch(e, endEpochs); err != nil {
+				f.note("epoch %d: %v", e, err)
+				return
+			}
+			for _, rec := range old {
+				go rec.Halt() // it waits for the operations in flight; Stop resolves them at the end
+			}
+		}
+	}()
+	schedule := nemesis.Schedule(nemesis.Plan{Seed: run.seed, Duration: run.duration, Kinds: run.kinds,
+		Replicas: nemesisReplicas, Mode: run.mode, Session: nemesisSession})
+	type on struct {
+		f     nemesis.Fault
+		start time.Time
+		what  string
+		heal  func()
+	}
+	var active []on
+	healOne := func(i int) {
+		a := active[i]
+		a.heal()
+		f.window(a.f.Kind, a.start, time.Now(), a.what)
+		active = slices.Delete(active, i, i+1)
+	}
+	// healDue heals, in the order they end, the faults that end before until.
+	healDue := func(until time.Time) {
+		for {
+			first := -1
+			for i, a := range active {
+				if first < 0 || a.start.Add(a.f.Hold).Before(active[first].start.Add(active[first].f.Hold)) {
+					first = i
+				}
+			}
+			if first < 0 || !active[first].start.Add(active[first].f.Hold).Before(until) {
+				return
+			}
+			time.Sleep(time.Until(active[first].start.Add(active[first].f.Hold)))
+			healOne(first)
+		}
+	}
+	for _, fault := range schedule {
+		healDue(t0.Add(fault.At))
+		time.Sleep(time.Until(t0.Add(fault.At)))
+		start := time.Now()
+		what, heal := f.inject(fault)
+		if heal == nil {
+			continue
+		}
+		t.Logf("%6.1fs %s", time.Since(t0).Seconds(), what)
+		active = append(active, on{f: fault, start: start, what: what, heal: heal})
+	}
+	healDue(t0.Add(run.duration))
+	time.Sleep(time.Until(t0.Add(run.duration)))
+	for len(active) > 0 { // what is still on at the end
+		healOne(0)
+	}
+	f.switches.Wait()
+	close(endEpochs)
+	<-epochsDone
+	healedAt := time.Now()
+
+	// Every replica must come back on its own: ready, and reading every SKU.
+	sum := nemesis.Summary{Seed: run.seed, Mode: run.mode, DurationS: run.duration.Seconds(), Faults: f.done, Skipped: f.skipped,
+		Anomalies: map[string]int{}, Control: nemesis.IsControl(run.mode), Answers: map[string]int{}, Schedule: schedule}
+	for _, k := range nemesis.Anomalies {
+		sum.Anomalies[k] = 0
+	}
+	recovered := f.waitRecovered(60 * time.Second)
+	for _, rec := range recs {
+		rec.Halt()
+	}
+	// What a healed proxy or a woken replica still had in flight lands within moments; after
+	// that a key not found was never sold.
+	time.Sleep(3 * time.Second)
+	for i, r := range f.rs {
+		for _, sku := range skus {
+			if !recovered[i] {
+				break
+			}
+			if st, m := call("GET", r.url+"/v1/products/"+sku, ""); st != 200 {
+				recovered[i] = false
+				f.note("%s cannot read %s after every fault was healed: %d %v", r.name, sku, st, m)
+			}
+		}
+		if !recovered[i] {
+			sum.Anomalies[nemesis.NeverRecovered]++
+		}
+	}
+	t.Logf("healed after %.1fs; recovered %v in %.1fs", healedAt.Sub(t0).Seconds(), recovered, time.Since(healedAt).Seconds())
+
+	// The histories, each checked on its own, and the audit of every SKU.
+	for p, rec := range recs {
+		h, err := rec.Stop()
+		if err != nil {
+			t.Errorf("history %d: %v", p+1, err)
+		}
+		st := h.Stats
+		sum.Ops += st.Ops
+		sum.Unknown += st.Unknown
+		sum.Resolved += st.FoundDone + st.FoundNotDone
+		sum.Anomalies[nemesis.WrongAnswers] += st.BadRequests + st.BadAnswers
+		if st.BadRequests+st.BadAnswers > 0 {
+			f.note("history %d: %d requests answered 400, %d answers without the documented fields: %s", p+1, st.BadRequests, st.BadAnswers, strings.Join(st.Problems, " | "))
+		}
+		for k, v := range st.Answers {
+			sum.Answers[k] += v
+		}
+		v := h.Check(max(2*time.Minute, run.duration))
+		sum.Histories = append(sum.Histories, nemesis.HistoryRun{SKUs: h.SKUs, Ops: st.Ops, Unknown: st.Unknown, Outcome: outcomeName(v.Outcome), CheckTime: v.CheckTime.Seconds()})
+		switch v.Outcome {
+		case porcupine.Ok:
+			continue
+		case porcupine.Illegal:
+			sum.Anomalies[nemesis.NonLinearizable]++
+		default:
+			sum.Anomalies[nemesis.Undecided]++
+		}
+		base := filepath.Join(outDir, fmt.Sprintf("history-%d", p+1))
+		if err := h.WriteFile(base + ".json"); err != nil {
+			t.Errorf("save history %d: %v", p+1, err)
+		}
+		if err := v.Visualize(base + ".html"); err != nil {
+			t.Errorf("visualize history %d: %v", p+1, err)
+		}
+		sum.Files = append(sum.Files, base+".json", base+".html")
+	}
+	for _, sku := range skus {
+		a, err := f.audit(sku)
+		if err != nil {
+			t.Errorf("audit %s: %v", sku, err)
+			continue
+		}
+		sum.Audits = append(sum.Audits, a)
+		sum.Anomalies[nemesis.Oversold] += int(a.Oversold)
+		sum.Anomalies[nemesis.LostUpdates] += int(max(a.LostUpdates, -a.LostUpdates)) // either way, the stock is not what was sold
+	}
+	sum.Linearizable = sum.Anomalies[nemesis.NonLinearizable]+sum.Anomalies[nemesis.Undecided] == 0
+	sum.WallS = time.Since(wallStart).Seconds()
+	sum.Reproduce = fmt.Sprintf("make nemesis MODE=%s SEED=%d DURATION=%s", run.mode, run.seed, run.duration)
+	if run.spec != "" {
+		sum.Reproduce += " FAULTS=" + run.spec
+	}
+	sum.Notes = f.notes
+	sum.Judge()
+
+	obsMu.Lock()
+	svg := nemesis.Timeline(fmt.Sprintf("nemesis: %s, seed %d, %d operations, %d faults", run.mode, run.seed, len(ops), len(f.windows)), t0, ops, f.windows)
+	obsMu.Unlock()
+	if err := os.WriteFile(filepath.Join(outDir, "timeline.svg"), []byte(svg), 0o644); err != nil {
+		t.Error(err)
+	}
+	if err := sum.Write(outDir); err != nil {
+		t.Error(err)
+	}
+	abs, _ := filepath.Abs(outDir)
+	t.Logf("%s seed %d: %d ops (%d unknown), faults %v, anomalies %v, linearizable %v; %s",
+		run.mode, run.seed, sum.Ops, sum.Unknown, sum.Faults, sum.Anomalies, sum.Linearizable, abs)
+	switch {
+	case sum.Control && !sum.Caught:
+		t.Errorf("the negative control %s was not caught (seed %d): the nemesis proves nothing with this schedule; %s", run.mode, run.seed, abs)
+	case !sum.Passed:
+		t.Errorf("%s seed %d: anomalies %v; reproduce with %s; the histories and their visualizations in %s", run.mode, run.seed, sum.Anomalies, sum.Reproduce, abs)
+	}
+}
+
+func outcomeName(r porcupine.CheckResult) string {
+	switch r {
+	case porcupine.Ok:
+		return "Ok"
+	case porcupine.Illegal:
+		return "Illegal"
+	}
+	return "Unknown"
+}
+
+func (f *fleetUnderFire) note(format string, args ...any) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.notes = append(f.notes, fmt.Sprintf(format, args...))
+	f.t.Logf(format, args...)
+}
+
+func (f *fleetUnderFire) window(k nemesis.Kind, from, to time.Time, what string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.windows = append(f.windows, nemesis.Window{Kind: k, Start: from, End: to, What: what})
+}
+
+// inject starts a fault; heal, nil if the fault could not be started, stops it.
+func (f *fleetUnderFire) inject(fault nemesis.Fault) (what string, heal func()) {
+	t := f.t
+	var r *replica
+	var l *links
+	if fault.Replica >= 0 {
+		r, l = f.rs[fault.Replica], f.links[fault.Replica]
+	}
+	count := func() {
+		f.mu.Lock()
+		f.done[fault.Kind]++
+		f.mu.Unlock()
+	}
+	skip := func(why string) (string, func()) {
+		f.mu.Lock()
+		f.skipped[fault.Kind]++
+		f.mu.Unlock()
+		f.note("%s skipped: %s", fault, why)
+		return "", nil
+	}
+	stall := func(ps ...*tcpproxy.Proxy) func() {
+		for _, p := range ps {
+			p.Stall()
+		}
+		return func() {
+			for _, p := range ps {
+				p.Resume()
+			}
+		}
+	}
+	defer func() {
+		if heal != nil {
+			count()
+		}
+	}()
+	switch fault.Kind {
+	case nemesis.Kill:
+		r.kill9()
+		return fmt.Sprintf("kill -9 %s, started again after %.1fs", r.name, fault.Hold.Seconds()), func() { r.start() }
+	case nemesis.Pause:
+		r.signal(syscall.SIGSTOP)
+		return fmt.Sprintf("SIGSTOP %s for %.1fs (session %v)", r.name, fault.Hold.Seconds(), nemesisSession), func() { r.signal(syscall.SIGCONT) }
+	case nemesis.PauseAtCommit:
+		armed := time.Now()
+		fired := l.db.StallAtQuery(func(q string) bool { return strings.EqualFold(q, "COMMIT") })
+		stop, stopped := make(chan struct{}), make(chan struct{})
+		proc := r.cmd.Process
+		var pausedAt time.Time // written before stopped closes, read after
+		go func() {
+			defer close(stopped)
+			select {
+			case <-fired:
+				_ = proc.Signal(syscall.SIGSTOP)
+				pausedAt = time.Now()
+				f.t.Logf("%s stopped at its COMMIT, %.1fs into the fault", r.name, time.Since(armed).Seconds())
+			case <-stop:
+				f.note("%s sent no COMMIT in the window: not paused", r.name)
+			}
+		}()
+		return fmt.Sprintf("SIGSTOP %s at its next COMMIT, for %.1fs (session %v)", r.name, fault.Hold.Seconds(), nemesisSession), func() {
+			close(stop)
+			<-stopped
+			// A COMMIT that came late still gets its whole pause, or it proves nothing.
+			if !pausedAt.IsZero() {
+				time.Sleep(time.Until(pausedAt.Add(fault.Hold)))
+			}
+			_ = proc.Signal(syscall.SIGCONT)
+			l.db.Disarm()
+			l.db.Resume()
+		}
+	case nemesis.CutZK:
+		return fmt.Sprintf("%s cut off from ZooKeeper for %.1fs", r.name, fault.Hold.Seconds()), stall(l.zk...)
+	case nemesis.CutDB:
+		return fmt.Sprintf("%s cut off from the database for %.1fs", r.name, fault.Hold.Seconds()), stall(l.db)
+	case nemesis.CutRedis:
+		return fmt.Sprintf("%s cut off from Redis for %.1fs", r.name, fault.Hold.Seconds()), stall(l.redis)
+	case nemesis.Isolate:
+		return fmt.Sprintf("%s cut off from everything for %.1fs", r.name, fault.Hold.Seconds()), stall(l.all()...)
+	case nemesis.Slow:
+		for _, p := range l.all() {
+			p.SetDelay(fault.Delay)
+		}
+		return fmt.Sprintf("%s's links slowed by %v each way for %.1fs", r.name, fault.Delay, fault.Hold.Seconds()), func() {
+			for _, p := range l.all() {
+				p.SetDelay(0)
+			}
+		}
+	case nemesis.ZKLeader:
+		leader := -1
+		for i, a := range f.ensemble {
+			if zkMode(a) == "leader" {
+				leader = i
+			}
+		}
+		if leader < 0 {
+			return skip("no leader in the ensemble")
+		}
+		if err := syscall.Kill(pidOf(t, f.zkDirs[leader]), syscall.SIGKILL); err != nil {
+			return skip(err.Error())
+		}
+		dir := f.zkDirs[leader]
+		return fmt.Sprintf("ZooKeeper leader (peer %d) killed, started again after %.1fs", leader+1, fault.Hold.Seconds()), func() { serversScript(t, "start-server", dir) }
+	case nemesis.DBRestart:
+		dir := os.Getenv("MYSQL_DIR")
+		serversScript(t, "stop-server", dir)
+		return fmt.Sprintf("MariaDB stopped for %.1fs", fault.Hold.Seconds()), func() { serversScript(t, "start-server", dir) }
+	case nemesis.BlockCommits:
+		cfg, err := mysql.ParseDSN(f.dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		db, err := sql.Open("mysql", cfg.FormatDSN())
+		if err != nil {
+			return skip(err.Error())
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		conn, err := db.Conn(ctx)
+		if err == nil {
+			_, err = conn.ExecContext(ctx, "BACKUP STAGE START")
+		}
+		if err == nil {
+			_, err = conn.ExecContext(ctx, "BACKUP STAGE BLOCK_COMMIT")
+		}
+		if err != nil {
+			db.Close()
+			return skip(fmt.Sprintf("BACKUP STAGE: %v", err))
+		}
+		return fmt.Sprintf("commits blocked (BACKUP STAGE BLOCK_COMMIT) for %.1fs", fault.Hold.Seconds()), func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if _, err := conn.ExecContext(ctx, "BACKUP STAGE END"); err != nil {
+				f.note("BACKUP STAGE END: %v (the connection's close ends the stage)", err)
+			}
+			conn.Close()
+			db.Close()
+		}
+	case nemesis.RedisRestart:
+		dir := os.Getenv("REDIS_DIR")
+		serversScript(t, "stop-server", dir)
+		return fmt.Sprintf("Redis stopped for %.1fs (restarted empty)", fault.Hold.Seconds()), func() { serversScript(t, "start-server", dir) }
+	case nemesis.Switch:
+		f.mu.Lock()
+		busy := f.switchOn
+		f.switchOn = true
+		f.mu.Unlock()
+		if busy {
+			return skip("the previous switch is still waiting for the fleet")
+		}
+		start := time.Now()
+		f.switches.Add(1)
+		go func() {
+			defer f.switches.Done()
+			st, m := call("PUT", r.url+"/admin/lock-mode", fmt.Sprintf(`{"mode":%q}`, fault.Mode), "Authorization", "Bearer faults")
+			code, _ := m["code"].(string)
+			f.window(nemesis.Switch, start, time.Now(), fmt.Sprintf("switch to %s through %s: %d %s", fault.Mode, r.name, st, code))
+			f.mu.Lock()
+			f.switchOn = false
+			f.mu.Unlock()
+		}()
+		count()
+		return "", nil // its window ends when the fleet answers
+	}
+	return skip("not carried out by this suite")
+}
+
+// waitRecovered waits until every replica is ready again, within d.
+func (f *fleetUnderFire) waitRecovered(d time.Duration) []bool {
+	ok := make([]bool, len(f.rs))
+	deadline := time.Now().Add(d)
+	for {
+		all := true
+		for i, r := range f.rs {
+			if ok[i] {
+				continue
+			}
+			if resp, err := http.Get(r.url + "/readyz"); err == nil {
+				resp.Body.Close()
+				ok[i] = resp.StatusCode == 200
+			}
+			all = all && ok[i]
+		}
+		if all {
+			return ok
+		}
+		if time.Now().After(deadline) {
+			for i, r := range f.rs {
+				if !ok[i] {
+					f.note("%s not ready %v after every fault was healed", r.name, d)
+				}
+			}
+			return ok
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// audit asks a replica for a SKU's audit, the first that answers.
+func (f *fleetUnderFire) audit(sku string) (nemesis.Audit, error) {
+	var last string
+	for _, r := range f.rs {
+		st, m := call("GET", r.url+"/v1/products/"+sku+"/audit", "")
+		if st != 200 {
+			last = fmt.Sprintf("%s: %d %v", r.name, st, m)
+			continue
+		}
+		b, _ := json.Marshal(m)
+		var a nemesis.Audit
+		if err := json.Unmarshal(b, &a); err != nil {
+			return a, fmt.Errorf("audit of %s: %w", sku, err)
+		}
+		a.SKU = sku
+		return a, nil
+	}
+	return nemesis.Audit{}, fmt.Errorf("no replica audited %s: %s", sku, last)
+}

@@ -1,0 +1,303 @@
+// Package nemesis composes faults at random, as Jepsen's combined nemesis does: a seeded schedule
+// of fault windows (a start, then a stop a few seconds later) over many kinds, staggered so that
+// they overlap, and the report of a run (summary.json and a timeline picture).
+//
+// The schedule is a pure function of its Plan: the same seed gives the same faults, at the same
+// offsets, on the same targets, whatever the machine does, so a failing run is replayed from its
+// seed (the service's timing aside). Carrying the faults out is the fault suite's job
+// (faults/nemesis_test.go), which starts the processes and the proxies this package knows nothing of.
+package nemesis
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Kind is a kind of fault.
+type Kind string
+
+// The kinds of fault. A replica's links (to ZooKeeper, the database, Redis) each pass through a
+// proxy of its own, which black-holes them (nothing passes, nothing is closed) or slows them.
+const (
+	Kill  Kind = "kill"  // kill -9 a replica, start it again after the window
+	Pause Kind = "pause" // SIGSTOP a replica past its ZooKeeper session, then SIGCONT
+	// PauseAtCommit is Pause at the worst moment: the replica is stopped as its next COMMIT goes
+	// out, after its last look at its lock, and the COMMIT reaches the database after SIGCONT,
+	// as when a GC pause falls between the check and the write. Only a fence stops that write.
+	PauseAtCommit Kind = "pause-at-commit"
+	CutZK         Kind = "cut-zk"        // a replica's ZooKeeper links black-holed
+	CutDB         Kind = "cut-db"        // a replica's database link black-holed
+	CutRedis      Kind = "cut-redis"     // a replica's Redis link black-holed
+	Isolate       Kind = "isolate"       // all of a replica's links black-holed at once
+	Slow          Kind = "slow"          // all of a replica's links delayed (Fault.Delay each way)
+	ZKLeader      Kind = "zk-leader"     // the ZooKeeper ensemble's leader killed, started again after
+	DBRestart     Kind = "db-restart"    // MariaDB stopped, started again after the window
+	BlockCommits  Kind = "block-commits" // BACKUP STAGE BLOCK_COMMIT held for the window
+	RedisRestart  Kind = "redis-restart" // Redis stopped, started again (empty: no persistence)
+	Switch        Kind = "switch-mode"   // the fleet's lock mode switched through a replica
+)
+
+// Kinds is every kind the fault suite can carry out, in the order reports list them. A follower
+// cut off from its leader is not among them yet: the suite's ensemble has no proxies between its
+// peers.
+var Kinds = []Kind{Kill, Pause, PauseAtCommit, CutZK, CutDB, CutRedis, Isolate, Slow, ZKLeader, DBRestart, BlockCommits, RedisRestart, Switch}
+
+// ParseKinds reads a comma-separated list of kinds; empty means all.
+func ParseKinds(s string) ([]Kind, error) {
+	if strings.TrimSpace(s) == "" || s == "all" {
+		return slices.Clone(Kinds), nil
+	}
+	var out []Kind
+	for _, f := range strings.Split(s, ",") {
+		k := Kind(strings.TrimSpace(f))
+		if !slices.Contains(Kinds, k) {
+			return nil, fmt.Errorf("nemesis: unknown fault kind %q (known: %v)", k, Kinds)
+		}
+		if !slices.Contains(out, k) {
+			out = append(out, k)
+		}
+	}
+	return out, nil
+}
+
+// The lock modes by what they promise. A switch of the fleet's mode stays within the class of the
+// mode under test: a fenced run that switched to an unsafe mode would be caught for the unsafe
+// mode's sake, and prove nothing of its own.
+var (
+	SafeModes   = []string{"zk", "zk-batch", "zk-herd", "redis-fenced", "db-forupdate", "db-cas"}
+	UnsafeModes = []string{"none", "zk-unfenced", "redis", "db-locktable"}
+)
+
+// IsControl reports whether mode is a negative control: a mode known to be unsafe under some fault,
+// which a run must catch.
+func IsControl(mode string) bool { return slices.Contains(UnsafeModes, mode) }
+
+// ClassOf is the modes a run in mode may switch between. A control other than none never
+// switches to none: none oversells with no fault at all, so a control caught after such a switch
+// would be caught for none's sake.
+func ClassOf(mode string) []string {
+	switch {
+	case mode == "none":
+		return UnsafeModes
+	case IsControl(mode):
+		return slices.DeleteFunc(slices.Clone(UnsafeModes), func(m string) bool { return m == "none" })
+	}
+	return SafeModes
+}
+
+// Fault is one window of one fault.
+type Fault struct {
+	Kind Kind          `json:"kind"`
+	At   time.Duration `json:"at_ns"`   // from the start of the run
+	Hold time.Duration `json:"hold_ns"` // until the fault is healed (0 for a switch: it lasts as long as it waits)
+	// Replica is the replica's index for the kinds about one replica (and the one a switch goes
+	// through), -1 otherwise.
+	Replica int           `json:"replica"`
+	Mode    string        `json:"mode,omitempty"`     // Switch: the mode switched to
+	Delay   time.Duration `json:"delay_ns,omitempty"` // Slow: each way
+}
+
+// End is when the fault is healed.
+func (f Fault) End() time.Duration { return f.At + f.Hold }
+
+func (f Fault) String() string {
+	s := fmt.Sprintf("%6.1fs %-13s", f.At.Seconds(), f.Kind)
+	if f.Replica >= 0 {
+		s += fmt.Sprintf(" order%d", f.Replica+1)
+	}
+	if f.Hold > 0 {
+		s += fmt.Sprintf(" for %.1fs", f.Hold.Seconds())
+	}
+	if f.Mode != "" {
+		s += " → " + f.Mode
+	}
+	if f.Delay > 0 {
+		s += fmt.Sprintf(" (+%v each way)", f.Delay)
+	}
+	return s
+}
+
+// Plan says what to schedule.
+type Plan struct {
+	Seed     uint64
+	Duration time.Duration // faults start within it; the run heals what is left at its end
+	Kinds    []Kind
+	Replicas int
+	Mode     string        // the run's mode: a switch goes to another of its class
+	Session  time.Duration // the replicas' ZooKeeper session: a pause outlasts it
+	// Gap is the mean time between two fault starts (3 s if 0); the gaps are drawn from a third to
+	// five thirds of it.
+	Gap time.Duration
+}
+
+// Schedule draws the plan's faults, in the order they start. Faults of different kinds overlap
+// freely, but no two at once claim one resource (a replica's process, one of its links, a
+// server), so that each fault's start and stop alternate and its stop heals it whole.
+func Schedule(p Plan) []Fault {
+	if len(p.Kinds) == 0 || p.Replicas < 1 || p.Duration <= 0 {
+		return nil
+	}
+	gap := p.Gap
+	if gap <= 0 {
+		gap = 3 * time.Second
+	}
+	session := p.Session
+	if session <= 0 {
+		session = 4 * time.Second
+	}
+	rng := rand.New(rand.NewPCG(p.Seed, 0x6e656d65736973))
+	between := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(rng.Int64N(int64(hi-lo)+1)) }
+	busy := map[string]time.Duration{} // resource → when it is free again
+	class := ClassOf(p.Mode)
+	current := p.Mode
+	var out []Fault
+	for at := between(gap/3, gap*5/3); at < p.Duration; at += between(gap/3, gap*5/3) {
+		k := p.Kinds[rng.IntN(len(p.Kinds))]
+		f := Fault{Kind: k, At: at, Replica: -1}
+		switch k {
+		case Kill:
+			f.Hold = between(time.Second, 5*time.Second)
+		case Pause:
+			f.Hold = session + between(time.Second, 3*time.Second)
+		case PauseAtCommit:
+			// Long enough for ZooKeeper to end the session and another replica to take the
+			// lock and read, short of the database's 10 s wait_timeout, which would roll the
+			// stopped transaction back and hide the stale write.
+			f.Hold = session + between(3500*time.Millisecond, 5000*time.Millisecond)
+		case CutZK, CutDB, CutRedis:
+			f.Hold = between(2*time.Second, 8*time.Second)
+		case Isolate:
+			f.Hold = between(3*time.Second, 8*time.Second)
+		case Slow:
+			f.Hold = between(3*time.Second, 8*time.Second)
+			f.Delay = between(20*time.Millisecond, 300*time.Millisecond).Round(time.Millisecond)
+		case ZKLeader:
+			f.Hold = between(2*time.Second, 6*time.Second)
+		case DBRestart:
+			f.Hold = between(time.Second, 4*time.Second)
+		case BlockCommits:
+			f.Hold = between(2*time.Second, 6*time.Second)
+		case RedisRestart:
+			f.Hold = between(0, 2*time.Second)
+		case Switch:
+			var to []string
+			for _, m := range class {
+				if m != current {
+					to = append(to, m)
+				}
+			}
+			f.Mode = to[rng.IntN(len(to))]
+		}
+		// The target: a replica drawn at random (a switch goes through one too), the first of
+		// the replicas from there whose resources are free.
+		first := rng.IntN(p.Replicas)
+		placed := false
+		for i := range p.Replicas {
+			if aboutReplica(k) || k == Switch {
+				f.Replica = (first + i) % p.Replicas
+			}
+			res := resources(f)
+			if !free(busy, res, at) {
+				if !aboutReplica(k) {
+					break
+				}
+				continue
+			}
+			for _, r := range res {
+				// A switch holds the fleet until it answers, which the schedule cannot know: the
+				// next may start no sooner than a session later, by when a dead member's hold has
+				// gone.
+				busy[r] = at + max(f.Hold, session)
+			}
+			placed = true
+			break
+		}
+		if !placed {
+			continue
+		}
+		if k == Switch {
+			current = f.Mode
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+func aboutReplica(k Kind) bool {
+	switch k {
+	case Kill, Pause, PauseAtCommit, CutZK, CutDB, CutRedis, Isolate, Slow:
+		return true
+	}
+	return false
+}
+
+// resources are what a fault claims while it lasts.
+func resources(f Fault) []string {
+	r := fmt.Sprint(f.Replica)
+	switch f.Kind {
+	case Kill, Pause:
+		return []string{"process " + r}
+	case PauseAtCommit:
+		return []string{"process " + r, "db link " + r}
+	case CutZK:
+		return []string{"zk link " + r}
+	case CutDB:
+		return []string{"db link " + r}
+	case CutRedis:
+		return []string{"redis link " + r}
+	case Isolate:
+		return []string{"zk link " + r, "db link " + r, "redis link " + r}
+	case Slow:
+		return []string{"delay " + r}
+	case ZKLeader:
+		return []string{"ensemble"}
+	case DBRestart, BlockCommits:
+		return []string{"database"}
+	case RedisRestart:
+		return []string{"redis"}
+	case Switch:
+		return []string{"fleet"}
+	}
+	return []string{string(f.Kind)}
+}
+
+func free(busy map[string]time.Duration, res []string, at time.Duration) bool {
+	for _, r := range res {
+		if busy[r] > at {
+			return false
+		}
+	}
+	return true
+}
+
+// Count is the faults per kind.
+func Count(fs []Fault) map[Kind]int {
+	out := map[Kind]int{}
+	for _, f := range fs {
+		out[f.Kind]++
+	}
+	return out
+}
+
+// PerMode picks mode's value from a setting that may name values per mode:
+// "zk-unfenced=pause,isolate;redis=redis-restart;*=kill" (a mode not named gets "*"'s, or
+// nothing); a value without "=" is every mode's.
+func PerMode(mode, spec string) string {
+	if !strings.Contains(spec, "=") {
+		return spec
+	}
+	def := ""
+	for _, part := range strings.Split(spec, ";") {
+		m, v, _ := strings.Cut(strings.TrimSpace(part), "=")
+		switch m {
+		case mode:
+			return v
+		case "*":
+			def = v
+		}
+	}
+	return def
+}

@@ -1,0 +1,149 @@
+package nemesis
+
+import (
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func plan(seed uint64) Plan {
+	return Plan{Seed: seed, Duration: 30 * time.Minute, Kinds: Kinds, Replicas: 3, Mode: "zk", Session: 4 * time.Second}
+}
+
+// The schedule is the seed's alone: a failing run is replayed from it.
+func TestScheduleIsTheSeeds(t *testing.T) {
+	a, b := Schedule(plan(7)), Schedule(plan(7))
+	if len(a) == 0 || !reflect.DeepEqual(a, b) {
+		t.Fatalf("seed 7 gave %d and %d faults, or different ones", len(a), len(b))
+	}
+	if c := Schedule(plan(8)); reflect.DeepEqual(a, c) {
+		t.Fatal("seeds 7 and 8 gave the same schedule")
+	}
+}
+
+// Faults are staggered a few seconds apart, start within the duration, cover every kind over a
+// long run, and never claim one resource twice at once, so that every stop heals its start.
+func TestScheduleStaggersAndAlternates(t *testing.T) {
+	p := plan(1)
+	fs := Schedule(p)
+	if n := len(fs); n < 300 {
+		t.Fatalf("%d faults in 30 minutes, want hundreds", n)
+	}
+	mean := fs[len(fs)-1].At / time.Duration(len(fs))
+	if mean < 2*time.Second || mean > 6*time.Second {
+		t.Errorf("mean gap %v, want a few seconds", mean)
+	}
+	counts := Count(fs)
+	for _, k := range Kinds {
+		if counts[k] < 10 {
+			t.Errorf("%s: %d faults", k, counts[k])
+		}
+	}
+	for i, f := range fs {
+		if f.At >= p.Duration || i > 0 && f.At < fs[i-1].At {
+			t.Fatalf("fault %d (%v) out of order or past the end", i, f)
+		}
+		for _, g := range fs[:i] {
+			if g.At+max(g.Hold, p.Session) > f.At && overlaps(resources(g), resources(f)) {
+				t.Fatalf("%v and %v claim the same resource at once", g, f)
+			}
+		}
+	}
+}
+
+func overlaps(a, b []string) bool {
+	for _, x := range a {
+		if slices.Contains(b, x) {
+			return true
+		}
+	}
+	return false
+}
+
+// A switch stays within the class of the mode under test, and always changes the mode.
+func TestSwitchesStayInTheModesClass(t *testing.T) {
+	for _, mode := range []string{"zk", "none", "redis"} {
+		p := plan(3)
+		p.Mode, p.Kinds = mode, []Kind{Switch, Kill}
+		current := mode
+		n := 0
+		for _, f := range Schedule(p) {
+			if f.Kind != Switch {
+				continue
+			}
+			n++
+			if !slices.Contains(ClassOf(mode), f.Mode) || f.Mode == current || mode != "none" && f.Mode == "none" {
+				t.Fatalf("%s: switch from %s to %s", mode, current, f.Mode)
+			}
+			current = f.Mode
+		}
+		if n == 0 {
+			t.Fatalf("%s: no switch", mode)
+		}
+	}
+}
+
+func TestParseKinds(t *testing.T) {
+	if ks, err := ParseKinds(""); err != nil || len(ks) != len(Kinds) {
+		t.Fatalf("all: %v %v", ks, err)
+	}
+	if ks, err := ParseKinds("pause,kill,pause"); err != nil || !reflect.DeepEqual(ks, []Kind{Pause, Kill}) {
+		t.Fatalf("pause,kill: %v %v", ks, err)
+	}
+	if _, err := ParseKinds("pause,flood"); err == nil {
+		t.Fatal("an unknown kind was accepted")
+	}
+}
+
+// A control passes only if caught; a safe mode only with no anomaly at all.
+func TestJudge(t *testing.T) {
+	s := Summary{Control: true, Anomalies: map[string]int{NeverRecovered: 1}}
+	if s.Judge(); s.Passed {
+		t.Error("a control caught by nothing but a replica that never recovered passed")
+	}
+	s = Summary{Control: true, Anomalies: map[string]int{LostUpdates: 2}}
+	if s.Judge(); !s.Passed || !s.Caught {
+		t.Error("a control with lost updates did not pass")
+	}
+	s = Summary{Anomalies: map[string]int{Undecided: 1}}
+	if s.Judge(); s.Passed {
+		t.Error("a safe mode with an undecided history passed")
+	}
+}
+
+// The timeline shades every fault window and draws every unknown outcome.
+func TestTimeline(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	var ops []Op
+	for i := range 50000 {
+		ops = append(ops, Op{Start: at(float64(i) / 1000), End: at(float64(i)/1000 + 0.01), Class: "ok"})
+	}
+	ops = append(ops, Op{Start: at(20), End: at(26), Class: "unknown", What: "buy 503 outcome_unknown"})
+	svg := Timeline("zk, seed 1", t0, ops, []Window{{Kind: Pause, Start: at(10), End: at(16), What: "pause order2"},
+		{Kind: CutDB, Start: at(12), End: at(14), What: "cut-db order1"}})
+	for _, want := range []string{"pause order2", "cut-db order1", "buy 503 outcome_unknown", ">pause<", ">cut-db<"} {
+		if !strings.Contains(svg, want) {
+			t.Errorf("the timeline lacks %q", want)
+		}
+	}
+	if n := strings.Count(svg, "<circle"); n > 30010 {
+		t.Errorf("%d points drawn of 50001: not thinned", n)
+	}
+}
+
+func TestPerMode(t *testing.T) {
+	for _, c := range []struct{ mode, spec, want string }{
+		{"zk", "60s", "60s"},
+		{"none", "none=15s;*=50s", "15s"},
+		{"zk", "none=15s;*=50s", "50s"},
+		{"zk", "redis=pause", ""},
+		{"redis", "redis=pause-at-commit,redis-restart;zk-unfenced=pause", "pause-at-commit,redis-restart"},
+	} {
+		if got := PerMode(c.mode, c.spec); got != c.want {
+			t.Errorf("PerMode(%q, %q) = %q, want %q", c.mode, c.spec, got, c.want)
+		}
+	}
+}
