@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/zkstock/zkstock/dlock"
 	"github.com/zkstock/zkstock/inventory"
@@ -162,16 +163,9 @@ func (s *Server) sell(ctx context.Context, p inventory.Purchase, mode LockMode, 
 	// attempt's order. A lookup that fails again leaves the locked deduction to decide.
 	keyLooked := true
 	if s.soldOut.shortBeforeQueue(ctx, p.SKU, p.Qty) {
-		res, found, err := s.keyAfterShortRead(ctx, p)
-		switch {
-		case found || errors.Is(err, inventory.ErrKeyReused):
+		if res, decided, err := s.answerShort(ctx, p, log, s.metrics.beforeQueue); decided {
 			return res, err
-		case err == nil:
-			s.metrics.beforeQueue.Inc()
-			s.soldOutFast.Add(1)
-			return inventory.Result{}, inventory.ErrOutOfStock
 		}
-		warnKeyLookupFailed(log, err)
 		keyLooked = false
 	}
 	leave, err := s.admission.enter(p.SKU, lm.name, time.Now())
@@ -186,22 +180,17 @@ func (s *Server) sell(ctx context.Context, p inventory.Purchase, mode LockMode, 
 	res, err := s.sellAdmitted(ctx, p, lm, log, keyLooked)
 	sentAway := errors.Is(err, errSoldOutWhileQueued)
 	if sentAway {
-		var found bool
-		var lerr error
-		res, found, lerr = s.keyAfterShortRead(ctx, p)
+		answer, decided, aerr := s.answerShort(ctx, p, log, s.metrics.leftQueue)
 		switch {
-		case found || errors.Is(lerr, inventory.ErrKeyReused):
-			return res, lerr
-		case lerr == nil:
-			s.metrics.leftQueue.Inc()
-			s.soldOutFast.Add(1)
-			err = inventory.ErrOutOfStock
-		default:
+		case !decided:
 			// Whether the key sold is unknown: queue again, to stay, and let the locked
 			// deduction (which looks the key up in its transaction) decide.
-			warnKeyLookupFailed(log, lerr)
 			res, err = s.sellAdmitted(ctx, p, lm, log, false)
 			sentAway = errors.Is(err, errSoldOutWhileQueued)
+		case errors.Is(aerr, inventory.ErrOutOfStock):
+			err = aerr
+		default:
+			return answer, aerr // the key's own order, or the key reused
 		}
 	}
 	turned = !sentAway && (err == nil || errors.Is(err, inventory.ErrOutOfStock))
@@ -231,6 +220,24 @@ func (s *Server) keyAfterShortRead(ctx context.Context, p inventory.Purchase) (i
 		return inventory.Result{}, false, fmt.Errorf("order: look the key up after a short read: %w", err)
 	}
 	return res, found, nil
+}
+
+// answerShort answers a purchase that a read of the stock found short, counted in where: its
+// key's order when an earlier attempt with the key sold it (or 422 when the key made another
+// purchase), out_of_stock otherwise, true as of the read. decided is false when the key could not
+// be looked up: the locked deduction must decide.
+func (s *Server) answerShort(ctx context.Context, p inventory.Purchase, log requestLog, where prometheus.Counter) (_ inventory.Result, decided bool, _ error) {
+	res, found, err := s.keyAfterShortRead(ctx, p)
+	switch {
+	case found || errors.Is(err, inventory.ErrKeyReused):
+		return res, true, err
+	case err == nil:
+		where.Inc()
+		s.soldOutFast.Add(1)
+		return inventory.Result{}, true, inventory.ErrOutOfStock
+	}
+	warnKeyLookupFailed(log, err)
+	return inventory.Result{}, false, nil
 }
 
 // sellAdmitted sells a purchase admitted to its SKU's queue. With sendAway, a read of the stock
