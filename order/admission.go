@@ -110,6 +110,13 @@ func (f *skuFlow) foreseen(now time.Time) time.Duration {
 	if f.inFlight == 0 {
 		return 0
 	}
+	if f.turns == 0 {
+		// No turn has ended yet: nothing measured says how long they take, and a cold SKU
+		// whose lock someone else holds may be let go of any moment. Admit, and learn;
+		// LOCK_TIMEOUT still bounds the wait. (Refused here, a purchase that came 0.8 s into
+		// another client's hold was told sku_busy though the lock came free 0.7 s later.)
+		return 0
+	}
 	late := max(0, now.Sub(f.since)-f.turn)
 	return time.Duration(f.inFlight)*f.turn + late
 }

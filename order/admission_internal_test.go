@@ -26,16 +26,23 @@ func TestAdmissionColdBurstIsNotRefused(t *testing.T) {
 // budget, and admits again as soon as the stalled purchases end: it is never refused for good.
 func TestAdmissionStallRefusesThenRecovers(t *testing.T) {
 	a := newAdmission(time.Second)
-	t0 := time.Now().Add(-3 * time.Second)
+	// A few quick turns first: a stall is judged against turns measured.
+	for range 5 {
+		leave, err := a.enter("STALL", ModeZK, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		leave(true)
+	}
 	var leaves []func(bool)
 	for range 3 {
-		leave, err := a.enter("STALL", ModeZK, t0)
+		leave, err := a.enter("STALL", ModeZK, time.Now())
 		if err != nil {
 			t.Fatal(err)
 		}
 		leaves = append(leaves, leave)
 	}
-	_, err := a.enter("STALL", ModeZK, time.Now())
+	_, err := a.enter("STALL", ModeZK, time.Now().Add(3*time.Second))
 	busy, ok := asSKUBusy(err)
 	if !ok {
 		t.Fatalf("3 s without an end, budget 1 s: %v, want sku_busy", err)
