@@ -52,7 +52,10 @@ func TestWaitersDoNotKeepCopiesOfTheQueue(t *testing.T) {
 	}
 	short, long := perWaiter(100), perWaiter(800)
 	t.Logf("live heap per waiter: %d bytes with 100 waiters, %d with 800", short, long)
-	if long > 2*short {
+	// The heap of a process also holds what its session and the runtime do meanwhile: a kilobyte a
+	// waiter either way is noise (1,116 and 2,272 bytes were seen under the race detector). A copy
+	// of the queue is not: the build that kept one measured 10,904 and 59,500.
+	if long > 2*short && long-short > 8<<10 {
 		t.Fatalf("a waiter in a queue of 800 keeps %d bytes, one in a queue of 100 %d: what a waiter keeps grows with the queue", long, short)
 	}
 }
