@@ -39,7 +39,7 @@ func TestReplicaRestartedDuringASwitch(t *testing.T) {
 	})
 	judgeHistory(t, "switching, replicas restarted", h)
 	checkFleetAudit(t, dsn, h, "13. replica restarted during a switch",
-		"the fleet's mode switched 10 times through random replicas under 9 clients; beside each switch a replica killed (`kill -9`) and started again with LOCK_MODE=none")
+		"the fleet's mode switched 10 times through random replicas under 6 clients; beside each switch a replica killed (`kill -9`) and started again with LOCK_MODE=none")
 }
 
 func TestReplicaCutOffFromZooKeeperDuringASwitch(t *testing.T) {
@@ -62,7 +62,7 @@ func TestReplicaCutOffFromZooKeeperDuringASwitch(t *testing.T) {
 	})
 	judgeHistory(t, "switching, a replica cut off", h)
 	checkFleetAudit(t, dsn, h, "14. replica cut off from ZooKeeper during a switch",
-		"the fleet's mode switched 10 times through random replicas under 9 clients; beside every third switch order3's ZooKeeper connection black-holed for 6 s (session 4 s)")
+		"the fleet's mode switched 10 times through random replicas under 6 clients; beside every third switch order3's ZooKeeper connection black-holed for 6 s (session 4 s)")
 }
 
 // switchHistory records a history over rs while the fleet's mode goes through switchSequence,
@@ -79,7 +79,7 @@ func switchHistory(t *testing.T, rs []*replica, disrupt func(context.Context, in
 	// more operations in the same time, and Porcupine under the race detector did not decide a
 	// history of 4,000 within its minute (outside it: linearizable in 18 s).
 	h, err := lincheck.Record(ctx, lincheck.Config{Replicas: urls, AdminToken: "faults", SKUs: [2]string{"F-FLEET-A", "F-FLEET-B"},
-		Stock: 40, MaxQty: 2, Clients: 9, Pause: 20 * time.Millisecond, Duration: 40 * time.Second, MaxOps: 2500,
+		Stock: 40, MaxQty: 2, Clients: 6, Pause: 20 * time.Millisecond, Duration: 40 * time.Second, MaxOps: 2500,
 		RequestTimeout: 60 * time.Second, Switches: switchSequence, Disrupt: disrupt, Seed: 29})
 	if err != nil {
 		t.Fatalf("record: %v", err)
