@@ -1,22 +1,13 @@
 package dlock_test
 
 import (
-	"bufio"
 	"errors"
-	"fmt"
-	"math/rand/v2"
-	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-zookeeper/zk"
 
 	"github.com/zkstock/zkstock/dlock"
-	"github.com/zkstock/zkstock/internal/tcpproxy"
 	"github.com/zkstock/zkstock/internal/testenv"
 )
 
@@ -123,120 +114,32 @@ func TestLostClosesBeforeAnotherHoldsWhenTheFollowerIsCutOff(t *testing.T) {
 	}
 }
 
-// proxiedEnsemble is a three-peer ZooKeeper ensemble of the test's own whose follower talks to
-// its peers (quorum and election links) only through proxies, so that the test can cut it off
-// from the leader while its clients still reach it.
-type proxiedEnsemble struct {
-	follower string   // client address of the follower the proxies cut off
-	others   []string // client addresses of the other two peers
-	proxies  []*tcpproxy.Proxy
-}
-
 // Timing of the test ensemble: a follower cut off from its leader serves its clients for
 // syncLimit × tickTime = 3 s, longer than the test's 2 s sessions, as in production ensembles
 // whose sessions are short next to that (the compose file's 2 × 2000 ms with sessions of 4 s or
 // less, or the ZooKeeper sample's 5 × 2000 ms).
-const (
-	ensembleTick      = 250 * time.Millisecond
-	ensembleSyncLimit = 12
-)
+const ensembleTick = 250 * time.Millisecond
 
-// startProxiedEnsemble starts the peers with scripts/servers.sh start-server, which runs them as
-// the shared ensemble runs (same JVM options), and stops them when the test ends.
-//
-// ZooKeeper keeps one election connection per pair of peers, the one the higher id opened; when a
-// lower id connects, the higher one hangs up and dials back the address the lower one advertises,
-// its own bind address, past any proxy. So the follower cut off is the peer with the highest id,
-// started once the other two have formed a quorum: it opens every election connection itself,
-// through its proxies, and follows the leader through a proxy too.
+// proxiedEnsemble is the test's own ensemble, its third peer (a follower: it starts last) the one
+// cut off from the others.
+type proxiedEnsemble struct {
+	*testenv.ProxiedEnsemble
+	follower string   // client address of the follower the proxies cut off
+	others   []string // client addresses of the other two peers
+}
+
 func startProxiedEnsemble(t *testing.T) *proxiedEnsemble {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("starts a ZooKeeper ensemble of its own")
 	}
-	script, err := filepath.Abs("../scripts/servers.sh")
-	if err != nil {
-		t.Fatal(err)
-	}
-	base := t.TempDir()
-	type peer struct {
-		dir                    string
-		client, quorum, elect  int
-		proxyQuorum, proxyElec string // how the cut-off peer reaches this one
-	}
-	peers := make([]*peer, 3)
-	taken := map[int]bool{}
-	for i := range peers {
-		peers[i] = &peer{dir: filepath.Join(base, fmt.Sprintf("zk%d", i+1)), client: freePort(t, taken), quorum: freePort(t, taken), elect: freePort(t, taken)}
-	}
-	ens := &proxiedEnsemble{follower: fmt.Sprintf("127.0.0.1:%d", peers[2].client)}
-	for _, p := range peers[:2] {
-		ens.others = append(ens.others, fmt.Sprintf("127.0.0.1:%d", p.client))
-		q := tcpproxy.NewRaw(t, fmt.Sprintf("127.0.0.1:%d", p.quorum))
-		e := tcpproxy.NewRaw(t, fmt.Sprintf("127.0.0.1:%d", p.elect))
-		p.proxyQuorum, p.proxyElec = q.Addr(), e.Addr()
-		ens.proxies = append(ens.proxies, q, e)
-	}
-	// The two others reach the cut-off peer through proxies too, should they ever dial it.
-	q3 := tcpproxy.NewRaw(t, fmt.Sprintf("127.0.0.1:%d", peers[2].quorum))
-	e3 := tcpproxy.NewRaw(t, fmt.Sprintf("127.0.0.1:%d", peers[2].elect))
-	ens.proxies = append(ens.proxies, q3, e3)
-
-	for i, p := range peers {
-		var cfg strings.Builder
-		fmt.Fprintf(&cfg, "tickTime=%d\ninitLimit=40\nsyncLimit=%d\ndataDir=%s/data\nclientPort=%d\n",
-			ensembleTick.Milliseconds(), ensembleSyncLimit, p.dir, p.client)
-		cfg.WriteString("clientPortAddress=127.0.0.1\nminSessionTimeout=500\nmaxSessionTimeout=10000\nmaxClientCnxns=0\n")
-		cfg.WriteString("4lw.commands.whitelist=*\nadmin.enableServer=false\n")
-		for j, o := range peers {
-			switch {
-			case i == 2 && j != 2: // the cut-off peer sees the others through proxies
-				fmt.Fprintf(&cfg, "server.%d=%s:%s\n", j+1, o.proxyQuorum, port(o.proxyElec))
-			case i != 2 && j == 2:
-				fmt.Fprintf(&cfg, "server.%d=%s:%s\n", j+1, q3.Addr(), port(e3.Addr()))
-			default:
-				fmt.Fprintf(&cfg, "server.%d=127.0.0.1:%d:%d\n", j+1, o.quorum, o.elect)
-			}
-		}
-		if err := os.MkdirAll(filepath.Join(p.dir, "data"), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		files := map[string]string{
-			"zoo.cfg":   cfg.String(),
-			"main":      "org.apache.zookeeper.server.quorum.QuorumPeerMain\n",
-			"data/myid": fmt.Sprintf("%d\n", i+1),
-		}
-		for name, content := range files {
-			if err := os.WriteFile(filepath.Join(p.dir, name), []byte(content), 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	run := func(args ...string) {
-		out, err := exec.Command(script, args...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("servers.sh %v: %v\n%s", args, err, out)
-		}
-	}
-	for _, p := range peers {
-		t.Cleanup(func() { run("stop-server", p.dir) })
-	}
-	run("start-server", peers[0].dir)
-	run("start-server", peers[1].dir)
-	waitMode(t, fmt.Sprintf("127.0.0.1:%d", peers[0].client), "leader", "follower")
-	waitMode(t, fmt.Sprintf("127.0.0.1:%d", peers[1].client), "leader", "follower")
-	run("start-server", peers[2].dir)
-	waitMode(t, ens.follower, "follower")
-	return ens
+	ens := testenv.StartProxiedEnsemble(t, testenv.EnsembleTiming{Tick: ensembleTick, InitLimit: 40, SyncLimit: 12,
+		MinSession: 500 * time.Millisecond, MaxSession: 10 * time.Second})
+	return &proxiedEnsemble{ProxiedEnsemble: ens, follower: ens.Addrs[2], others: ens.Addrs[:2]}
 }
 
-// cutFollower black-holes every link between the follower and its peers: connections stay open,
-// nothing passes, and neither end learns of the other giving up.
-func (e *proxiedEnsemble) cutFollower() {
-	for _, p := range e.proxies {
-		p.Stall()
-	}
-}
+// cutFollower black-holes every link between the follower and its peers.
+func (e *proxiedEnsemble) cutFollower() { e.CutOff(2, 0, 1) }
 
 // rawConn is a plain go-zookeeper connection to the peers not cut off.
 func (e *proxiedEnsemble) rawConn(t testing.TB) *zk.Conn {
@@ -247,67 +150,4 @@ func (e *proxiedEnsemble) rawConn(t testing.TB) *zk.Conn {
 	}
 	t.Cleanup(conn.Close)
 	return conn
-}
-
-// waitMode waits until the server at addr serves in one of the modes (srvr's "Mode:" line).
-func waitMode(t *testing.T, addr string, modes ...string) {
-	t.Helper()
-	var last string
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		last = serverMode(addr)
-		for _, m := range modes {
-			if last == m {
-				return
-			}
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("ZooKeeper at %s: mode %q after 60 s, want one of %v", addr, last, modes)
-}
-
-func serverMode(addr string) string {
-	conn, err := net.DialTimeout("tcp", addr, time.Second)
-	if err != nil {
-		return "unreachable"
-	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(2 * time.Second))
-	if _, err := conn.Write([]byte("srvr")); err != nil {
-		return "unreachable"
-	}
-	sc := bufio.NewScanner(conn)
-	for sc.Scan() {
-		if mode, ok := strings.CutPrefix(sc.Text(), "Mode: "); ok {
-			return mode
-		}
-	}
-	return "not serving"
-}
-
-// freePort is a port nothing listens on, below Linux's ephemeral range, as scripts/servers.sh
-// picks them: a port in that range can be taken by some client's outgoing connection before the
-// peer binds it.
-func freePort(t *testing.T, taken map[int]bool) int {
-	t.Helper()
-	for range 200 {
-		p := 10000 + rand.IntN(22000)
-		if taken[p] {
-			continue
-		}
-		taken[p] = true
-		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
-		if err == nil {
-			_ = ln.Close()
-			return p
-		}
-	}
-	t.Fatal("no free port found")
-	return 0
-}
-
-// port is the port of a host:port address.
-func port(addr string) string {
-	_, p, _ := net.SplitHostPort(addr)
-	return p
 }

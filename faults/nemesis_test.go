@@ -65,6 +65,10 @@ func TestNemesis(t *testing.T) {
 		}
 		seeds = append(seeds, n)
 	}
+	// The ensemble's peers reach one another through proxies, so that a follower can be cut off
+	// from its leader; its timing is the shared ensemble's (scripts/servers.sh).
+	ens := testenv.StartProxiedEnsemble(t, testenv.EnsembleTiming{Tick: 500 * time.Millisecond, InitLimit: 20, SyncLimit: 10,
+		MinSession: time.Second, MaxSession: time.Minute})
 	for i, mode := range modes {
 		mode = strings.TrimSpace(mode)
 		seed := seeds[min(i, len(seeds)-1)]
@@ -78,7 +82,7 @@ func TestNemesis(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Run(fmt.Sprintf("%s-%d", mode, seed), func(t *testing.T) {
-			runNemesis(t, nemesisRun{mode: mode, seed: seed, duration: dur, kinds: kinds, spec: spec})
+			runNemesis(t, nemesisRun{mode: mode, seed: seed, duration: dur, kinds: kinds, spec: spec, ensemble: ens})
 		})
 	}
 }
@@ -96,6 +100,7 @@ type nemesisRun struct {
 	duration time.Duration
 	kinds    []nemesis.Kind
 	spec     string
+	ensemble *testenv.ProxiedEnsemble
 }
 
 // links are a replica's proxies: one per ZooKeeper peer, the database, Redis.
@@ -108,12 +113,11 @@ func (l *links) all() []*tcpproxy.Proxy { return append(slices.Clone(l.zk), l.db
 
 // fleetUnderFire is one run's replicas, servers and what happened to them.
 type fleetUnderFire struct {
-	t        *testing.T
-	rs       []*replica
-	links    []*links
-	dsn      string
-	ensemble []string
-	zkDirs   []string
+	t     *testing.T
+	rs    []*replica
+	links []*links
+	dsn   string
+	ens   *testenv.ProxiedEnsemble
 
 	mu       sync.Mutex
 	windows  []nemesis.Window
@@ -136,17 +140,17 @@ func runNemesis(t *testing.T, run nemesisRun) {
 	}
 	t.Setenv("FAULTS_LOG_DIR", logDir)
 
-	f := &fleetUnderFire{t: t, dsn: testenv.MySQLDatabase(t), ensemble: testenv.ZKEnsemble(t), zkDirs: ensembleDirs(t),
+	f := &fleetUnderFire{t: t, dsn: testenv.MySQLDatabase(t), ens: run.ensemble,
 		skipped: map[nemesis.Kind]int{}, done: map[nemesis.Kind]int{}}
-	waitServing(t, f.ensemble, 60*time.Second)
+	waitServing(t, f.ens.Addrs, 60*time.Second)
 	redisAddr := testenv.RedisAddr(t)
 	settings := []string{"LOCK_MODE=" + run.mode, "ZK_SESSION_TIMEOUT=" + nemesisSession.String(), "WORK_DELAY=20ms",
 		"LOCK_TIMEOUT=5s", "REDIS_LOCK_TTL=3s", "LOG_LEVEL=" + envOr("NEMESIS_LOG_LEVEL", "warn")}
-	testenv.DeleteZKTreeAtCleanup(t, f.ensemble, "/zkstock/fleets/"+fleetOf(t, f.dsn))
+	testenv.DeleteZKTreeAtCleanup(t, f.ens.Addrs, "/zkstock/fleets/"+fleetOf(t, f.dsn))
 	for i := range nemesisReplicas {
 		l := &links{redis: tcpproxy.NewRaw(t, redisAddr)}
 		var zkAddrs []string
-		for _, peer := range f.ensemble {
+		for _, peer := range f.ens.Addrs {
 			p := tcpproxy.New(t, peer)
 			l.zk = append(l.zk, p)
 			zkAddrs = append(zkAddrs, p.Addr())
@@ -295,6 +299,8 @@ func runNemesis(t *testing.T, run nemesisRun) {
 	close(endEpochs)
 	<-epochsDone
 	healedAt := time.Now()
+	// A peer cut off or killed must be back in the quorum, or the next run starts on two.
+	waitServing(t, f.ens.Addrs, 60*time.Second)
 
 	// Every replica must come back on its own: ready, and reading every SKU.
 	sum := nemesis.Summary{Seed: run.seed, Mode: run.mode, DurationS: run.duration.Seconds(), Faults: f.done, Skipped: f.skipped,
@@ -511,20 +517,37 @@ func (f *fleetUnderFire) inject(fault nemesis.Fault) (what string, heal func()) 
 			}
 		}
 	case nemesis.ZKLeader:
-		leader := -1
-		for i, a := range f.ensemble {
-			if zkMode(a) == "leader" {
-				leader = i
-			}
-		}
+		leader := f.leader()
 		if leader < 0 {
 			return skip("no leader in the ensemble")
 		}
-		if err := syscall.Kill(pidOf(t, f.zkDirs[leader]), syscall.SIGKILL); err != nil {
+		dir := f.ens.Dirs[leader]
+		if err := syscall.Kill(pidOf(t, dir), syscall.SIGKILL); err != nil {
 			return skip(err.Error())
 		}
-		dir := f.zkDirs[leader]
 		return fmt.Sprintf("ZooKeeper leader (peer %d) killed, started again after %.1fs", leader+1, fault.Hold.Seconds()), func() { serversScript(t, "start-server", dir) }
+	case nemesis.FollowerCut:
+		leader := f.leader()
+		if leader < 0 {
+			return skip("no leader in the ensemble")
+		}
+		var followers []int
+		for i, a := range f.ens.Addrs {
+			if i != leader && testenv.ZKMode(a) == "follower" {
+				followers = append(followers, i)
+			}
+		}
+		if len(followers) == 0 {
+			return skip("no follower in the ensemble")
+		}
+		peer := followers[min(fault.Follower, len(followers)-1)]
+		resume := f.ens.CutOff(peer, leader)
+		return fmt.Sprintf("ZooKeeper follower (peer %d) cut off from its leader (peer %d) for %.1fs", peer+1, leader+1, fault.Hold.Seconds()), func() {
+			// Past syncLimit × tickTime (5 s) the follower must have left the quorum: the proof
+			// that the cut cut.
+			t.Logf("peer %d at the cut's end, %.1fs in: %s", peer+1, fault.Hold.Seconds(), testenv.ZKMode(f.ens.Addrs[peer]))
+			resume()
+		}
 	case nemesis.DBRestart:
 		dir := os.Getenv("MYSQL_DIR")
 		serversScript(t, "stop-server", dir)
@@ -587,6 +610,18 @@ func (f *fleetUnderFire) inject(fault nemesis.Fault) (what string, heal func()) 
 		return "", nil // its window ends when the fleet answers
 	}
 	return skip("not carried out by this suite")
+}
+
+// leader is the ensemble's leader, waited for a few seconds: one killed a moment ago leaves an
+// election behind it.
+func (f *fleetUnderFire) leader() int {
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		if l := f.ens.Leader(); l >= 0 || time.Now().After(deadline) {
+			return l
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // waitRecovered waits until every replica is ready again, within d.

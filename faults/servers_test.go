@@ -31,26 +31,12 @@ func ensembleDirs(t *testing.T) []string {
 	return dirs
 }
 
-// zkMode asks a peer for its role with the srvr four-letter word.
-func zkMode(addr string) string {
-	out, err := exec.Command("bash", "-c", fmt.Sprintf("exec 3<>/dev/tcp/%s/%s; printf srvr >&3; timeout 2 cat <&3",
-		strings.Split(addr, ":")[0], strings.Split(addr, ":")[1])).Output()
-	if err != nil {
-		return ""
-	}
-	for _, line := range strings.Split(string(out), "\n") {
-		if m, ok := strings.CutPrefix(line, "Mode: "); ok {
-			return strings.TrimSpace(m)
-		}
-	}
-	return ""
-}
 
 func waitServing(t *testing.T, addrs []string, d time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for _, a := range addrs {
-		for m := zkMode(a); m != "leader" && m != "follower" && m != "standalone"; m = zkMode(a) {
+		for m := testenv.ZKMode(a); m != "leader" && m != "follower" && m != "standalone"; m = testenv.ZKMode(a) {
 			if time.Now().After(deadline) {
 				t.Fatalf("ZooKeeper %s not serving (mode %q)", a, m)
 			}
@@ -97,7 +83,7 @@ func testZooKeeperLeaderKilled(t *testing.T, mode string) {
 	waitServing(t, ensemble, 60*time.Second)
 	leader := -1
 	for i, a := range ensemble {
-		if zkMode(a) == "leader" {
+		if testenv.ZKMode(a) == "leader" {
 			leader = i
 		}
 	}

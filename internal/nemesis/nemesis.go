@@ -28,22 +28,25 @@ const (
 	// out, after its last look at its lock, and the COMMIT reaches the database after SIGCONT,
 	// as when a GC pause falls between the check and the write. Only a fence stops that write.
 	PauseAtCommit Kind = "pause-at-commit"
-	CutZK         Kind = "cut-zk"        // a replica's ZooKeeper links black-holed
-	CutDB         Kind = "cut-db"        // a replica's database link black-holed
-	CutRedis      Kind = "cut-redis"     // a replica's Redis link black-holed
-	Isolate       Kind = "isolate"       // all of a replica's links black-holed at once
-	Slow          Kind = "slow"          // all of a replica's links delayed (Fault.Delay each way)
-	ZKLeader      Kind = "zk-leader"     // the ZooKeeper ensemble's leader killed, started again after
-	DBRestart     Kind = "db-restart"    // MariaDB stopped, started again after the window
-	BlockCommits  Kind = "block-commits" // BACKUP STAGE BLOCK_COMMIT held for the window
-	RedisRestart  Kind = "redis-restart" // Redis stopped, started again (empty: no persistence)
-	Switch        Kind = "switch-mode"   // the fleet's lock mode switched through a replica
+	CutZK         Kind = "cut-zk"    // a replica's ZooKeeper links black-holed
+	CutDB         Kind = "cut-db"    // a replica's database link black-holed
+	CutRedis      Kind = "cut-redis" // a replica's Redis link black-holed
+	Isolate       Kind = "isolate"   // all of a replica's links black-holed at once
+	Slow          Kind = "slow"      // all of a replica's links delayed (Fault.Delay each way)
+	ZKLeader      Kind = "zk-leader" // the ZooKeeper ensemble's leader killed, started again after
+	// FollowerCut black-holes the links between a ZooKeeper follower and its leader. The follower
+	// goes on answering its clients' reads and pings for up to syncLimit × tickTime while the
+	// leader, hearing nothing of their sessions, expires them: a holder there must learn it lost
+	// its lock before another client can hold it.
+	FollowerCut  Kind = "follower-cut"
+	DBRestart    Kind = "db-restart"    // MariaDB stopped, started again after the window
+	BlockCommits Kind = "block-commits" // BACKUP STAGE BLOCK_COMMIT held for the window
+	RedisRestart Kind = "redis-restart" // Redis stopped, started again (empty: no persistence)
+	Switch       Kind = "switch-mode"   // the fleet's lock mode switched through a replica
 )
 
-// Kinds is every kind the fault suite can carry out, in the order reports list them. A follower
-// cut off from its leader is not among them yet: the suite's ensemble has no proxies between its
-// peers.
-var Kinds = []Kind{Kill, Pause, PauseAtCommit, CutZK, CutDB, CutRedis, Isolate, Slow, ZKLeader, DBRestart, BlockCommits, RedisRestart, Switch}
+// Kinds is every kind the fault suite can carry out, in the order reports list them.
+var Kinds = []Kind{Kill, Pause, PauseAtCommit, CutZK, CutDB, CutRedis, Isolate, Slow, ZKLeader, FollowerCut, DBRestart, BlockCommits, RedisRestart, Switch}
 
 // ParseKinds reads a comma-separated list of kinds; empty means all.
 func ParseKinds(s string) ([]Kind, error) {
@@ -98,6 +101,8 @@ type Fault struct {
 	Replica int           `json:"replica"`
 	Mode    string        `json:"mode,omitempty"`     // Switch: the mode switched to
 	Delay   time.Duration `json:"delay_ns,omitempty"` // Slow: each way
+	// Follower is FollowerCut's follower: the first (0) or second (1) of the two, in id order.
+	Follower int `json:"follower,omitempty"`
 }
 
 // End is when the fault is healed.
@@ -116,6 +121,9 @@ func (f Fault) String() string {
 	}
 	if f.Delay > 0 {
 		s += fmt.Sprintf(" (+%v each way)", f.Delay)
+	}
+	if f.Kind == FollowerCut {
+		s += fmt.Sprintf(" (follower %d of 2)", f.Follower+1)
 	}
 	return s
 }
@@ -176,6 +184,11 @@ func Schedule(p Plan) []Fault {
 			f.Delay = between(20*time.Millisecond, 300*time.Millisecond).Round(time.Millisecond)
 		case ZKLeader:
 			f.Hold = between(2*time.Second, 6*time.Second)
+		case FollowerCut:
+			// From short of the servers' syncLimit × tickTime (5 s), when the follower never
+			// notices, to well past it, when it leaves the quorum and its clients move.
+			f.Hold = between(3*time.Second, 12*time.Second)
+			f.Follower = rng.IntN(2)
 		case DBRestart:
 			f.Hold = between(time.Second, 4*time.Second)
 		case BlockCommits:
@@ -252,7 +265,8 @@ func resources(f Fault) []string {
 		return []string{"zk link " + r, "db link " + r, "redis link " + r}
 	case Slow:
 		return []string{"delay " + r}
-	case ZKLeader:
+	case ZKLeader, FollowerCut:
+		// One at a time, so that the leader a cut is made against is still the leader.
 		return []string{"ensemble"}
 	case DBRestart, BlockCommits:
 		return []string{"database"}

@@ -1,0 +1,226 @@
+package testenv
+
+import (
+	"bufio"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/zkstock/zkstock/internal/tcpproxy"
+)
+
+// EnsembleTiming is a proxied ensemble's zoo.cfg timing. A follower cut off from its leader goes
+// on serving its clients for up to SyncLimit × Tick.
+type EnsembleTiming struct {
+	Tick                   time.Duration
+	InitLimit, SyncLimit   int
+	MinSession, MaxSession time.Duration
+}
+
+// ProxiedEnsemble is a three-peer ZooKeeper ensemble of a test's own whose peers reach one another
+// (quorum and election links) only through proxies, one per direction of each pair, so that a
+// test can cut a follower off from its leader while clients still reach both.
+//
+// What the proxies can cut: a follower reaches its leader's quorum port through its own proxy,
+// always. An election connection may bypass them: ZooKeeper keeps one per pair, the one the
+// higher id opened, and when a lower id dials a higher one, the higher hangs up and dials back
+// the address the lower advertises, its bind address. That is why the peers start in id order,
+// the highest last, once the others have formed a quorum: it opens its election connections
+// itself, through its proxies, so that cutting it (CutOff(2, 0, 1)) silences every link it has.
+type ProxiedEnsemble struct {
+	Addrs []string // the peers' client addresses, by id - 1
+	Dirs  []string // their server directories (scripts/servers.sh start-server, stop-server)
+	// links[from][to] are the quorum and election proxies through which peer from reaches peer to.
+	links [3][3][]*tcpproxy.Proxy
+}
+
+// StartProxiedEnsemble starts the peers with scripts/servers.sh start-server (the JVM options of
+// the shared ensemble) and stops them when the test ends.
+func StartProxiedEnsemble(t testing.TB, timing EnsembleTiming) *ProxiedEnsemble {
+	t.Helper()
+	script := serversScript(t)
+	base := t.TempDir()
+	type peer struct {
+		dir                   string
+		client, quorum, elect int
+	}
+	var peers [3]peer
+	taken := map[int]bool{}
+	e := &ProxiedEnsemble{}
+	for i := range peers {
+		peers[i] = peer{dir: filepath.Join(base, fmt.Sprintf("zk%d", i+1)), client: freePort(t, taken), quorum: freePort(t, taken), elect: freePort(t, taken)}
+		e.Addrs = append(e.Addrs, fmt.Sprintf("127.0.0.1:%d", peers[i].client))
+		e.Dirs = append(e.Dirs, peers[i].dir)
+	}
+	for from := range peers {
+		for to, p := range peers {
+			if from != to {
+				e.links[from][to] = []*tcpproxy.Proxy{
+					tcpproxy.NewRaw(t, fmt.Sprintf("127.0.0.1:%d", p.quorum)),
+					tcpproxy.NewRaw(t, fmt.Sprintf("127.0.0.1:%d", p.elect)),
+				}
+			}
+		}
+	}
+	for i, p := range peers {
+		var cfg strings.Builder
+		fmt.Fprintf(&cfg, "tickTime=%d\ninitLimit=%d\nsyncLimit=%d\ndataDir=%s/data\nclientPort=%d\n",
+			timing.Tick.Milliseconds(), timing.InitLimit, timing.SyncLimit, p.dir, p.client)
+		fmt.Fprintf(&cfg, "clientPortAddress=127.0.0.1\nminSessionTimeout=%d\nmaxSessionTimeout=%d\nmaxClientCnxns=0\n",
+			timing.MinSession.Milliseconds(), timing.MaxSession.Milliseconds())
+		cfg.WriteString("4lw.commands.whitelist=*\nadmin.enableServer=false\n")
+		for j, o := range peers {
+			if j == i {
+				fmt.Fprintf(&cfg, "server.%d=127.0.0.1:%d:%d\n", j+1, o.quorum, o.elect)
+				continue
+			}
+			quorum, elect := e.links[i][j][0].Addr(), e.links[i][j][1].Addr()
+			fmt.Fprintf(&cfg, "server.%d=%s:%s\n", j+1, quorum, portOf(elect))
+		}
+		if err := os.MkdirAll(filepath.Join(p.dir, "data"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		files := map[string]string{
+			"zoo.cfg":   cfg.String(),
+			"main":      "org.apache.zookeeper.server.quorum.QuorumPeerMain\n",
+			"data/myid": fmt.Sprintf("%d\n", i+1),
+		}
+		for name, content := range files {
+			if err := os.WriteFile(filepath.Join(p.dir, name), []byte(content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	run := func(args ...string) {
+		if out, err := exec.Command(script, args...).CombinedOutput(); err != nil {
+			t.Fatalf("servers.sh %v: %v\n%s", args, err, out)
+		}
+	}
+	for _, dir := range e.Dirs {
+		t.Cleanup(func() { run("stop-server", dir) })
+	}
+	run("start-server", e.Dirs[0])
+	run("start-server", e.Dirs[1])
+	WaitZKMode(t, e.Addrs[0], time.Minute, "leader", "follower")
+	WaitZKMode(t, e.Addrs[1], time.Minute, "leader", "follower")
+	run("start-server", e.Dirs[2])
+	WaitZKMode(t, e.Addrs[2], time.Minute, "follower")
+	return e
+}
+
+// CutOff black-holes every link between peer a and each of others, both ways: connections stay
+// open, nothing passes, and neither end learns of the other giving up. The returned func heals it.
+func (e *ProxiedEnsemble) CutOff(a int, others ...int) (heal func()) {
+	var cut []*tcpproxy.Proxy
+	for _, o := range others {
+		cut = append(cut, e.links[a][o]...)
+		cut = append(cut, e.links[o][a]...)
+	}
+	for _, p := range cut {
+		p.Stall()
+	}
+	return func() {
+		for _, p := range cut {
+			p.Resume()
+		}
+	}
+}
+
+// Leader is the index of the peer that says it leads, or -1.
+func (e *ProxiedEnsemble) Leader() int {
+	for i, a := range e.Addrs {
+		if ZKMode(a) == "leader" {
+			return i
+		}
+	}
+	return -1
+}
+
+// ZKMode is the role the ZooKeeper server at addr gives in its srvr four-letter word ("leader",
+// "follower", "standalone"), "unreachable", or "not serving".
+func ZKMode(addr string) string {
+	conn, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return "unreachable"
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(2 * time.Second))
+	if _, err := conn.Write([]byte("srvr")); err != nil {
+		return "unreachable"
+	}
+	sc := bufio.NewScanner(conn)
+	for sc.Scan() {
+		if mode, ok := strings.CutPrefix(sc.Text(), "Mode: "); ok {
+			return strings.TrimSpace(mode)
+		}
+	}
+	return "not serving"
+}
+
+// WaitZKMode waits until the server at addr serves in one of the modes, within d.
+func WaitZKMode(t testing.TB, addr string, d time.Duration, modes ...string) {
+	t.Helper()
+	var last string
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		last = ZKMode(addr)
+		for _, m := range modes {
+			if last == m {
+				return
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("ZooKeeper at %s: mode %q after %v, want one of %v", addr, last, d, modes)
+}
+
+// serversScript is scripts/servers.sh, found from the test's package directory upwards.
+func serversScript(t testing.TB) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return filepath.Join(dir, "scripts", "servers.sh")
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("scripts/servers.sh: no go.mod above the test's directory")
+		}
+		dir = parent
+	}
+}
+
+// freePort is a port nothing listens on, below Linux's ephemeral range, as scripts/servers.sh
+// picks them: a port in that range can be taken by some client's outgoing connection before the
+// peer binds it.
+func freePort(t testing.TB, taken map[int]bool) int {
+	t.Helper()
+	for range 200 {
+		p := 10000 + rand.IntN(22000)
+		if taken[p] {
+			continue
+		}
+		taken[p] = true
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+		if err == nil {
+			_ = ln.Close()
+			return p
+		}
+	}
+	t.Fatal("no free port found")
+	return 0
+}
+
+func portOf(addr string) string {
+	_, p, _ := net.SplitHostPort(addr)
+	return p
+}
