@@ -31,7 +31,6 @@ func ensembleDirs(t *testing.T) []string {
 	return dirs
 }
 
-
 func waitServing(t *testing.T, addrs []string, d time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(d)
