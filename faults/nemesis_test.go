@@ -1,12 +1,14 @@
 package faults
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -379,9 +381,13 @@ func runNemesis(t *testing.T, run nemesisRun) {
 	}
 	sum.Linearizable = sum.Anomalies[nemesis.NonLinearizable]+sum.Anomalies[nemesis.Undecided] == 0
 	sum.WallS = time.Since(wallStart).Seconds()
+	sum.Build = buildCommit()
 	sum.Reproduce = fmt.Sprintf("make nemesis MODE=%s SEED=%d DURATION=%s", run.mode, run.seed, run.duration)
 	if run.spec != "" {
 		sum.Reproduce += " FAULTS=" + run.spec
+	}
+	if c := strings.TrimSuffix(sum.Build, "+dirty"); c != "" {
+		sum.Reproduce = fmt.Sprintf("git checkout %s && %s", c, sum.Reproduce)
 	}
 	sum.Notes = f.notes
 	sum.Judge()
@@ -404,6 +410,19 @@ func runNemesis(t *testing.T, run nemesisRun) {
 	case !sum.Passed:
 		t.Errorf("%s seed %d: anomalies %v; reproduce with %s; the histories and their visualizations in %s", run.mode, run.seed, sum.Anomalies, sum.Reproduce, abs)
 	}
+}
+
+// buildCommit is the checkout's commit, "+dirty" when it has changes, or "" outside git.
+func buildCommit() string {
+	out, err := exec.Command("git", "rev-parse", "HEAD").Output()
+	if err != nil {
+		return ""
+	}
+	commit := strings.TrimSpace(string(out))
+	if st, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(bytes.TrimSpace(st)) > 0 {
+		commit += "+dirty"
+	}
+	return commit
 }
 
 func outcomeName(r porcupine.CheckResult) string {

@@ -50,7 +50,10 @@ type Summary struct {
 	Histories []HistoryRun   `json:"histories"`
 	Audits    []Audit        `json:"audits"`
 	Schedule  []Fault        `json:"schedule"`
-	// Reproduce is the command that runs the same schedule again.
+	// Build is the commit the run was made on ("+dirty" when the tree had changes): a seed draws
+	// from the kinds its build knows, so it replays its schedule on that build.
+	Build string `json:"build"`
+	// Reproduce is the command that runs the same schedule again, on Build.
 	Reproduce string   `json:"reproduce"`
 	Files     []string `json:"files,omitempty"`
 	Notes     []string `json:"notes,omitempty"`
