@@ -147,3 +147,14 @@ func TestPerMode(t *testing.T) {
 		}
 	}
 }
+
+func TestEveryKindHasAColourOfItsOwn(t *testing.T) {
+	seen := map[string]Kind{}
+	for _, k := range Kinds {
+		c := KindColor(k)
+		if other, ok := seen[c]; ok {
+			t.Errorf("%s and %s are both drawn in %s", other, k, c)
+		}
+		seen[c] = k
+	}
+}

@@ -128,7 +128,7 @@ type Window struct {
 
 // kindColors colour the fault windows, one per kind, in the order of Kinds.
 var kindColors = []string{"#e41a1c", "#984ea3", "#6a3d9a", "#377eb8", "#4daf4a", "#a6cee3", "#ff7f00", "#b2df8a",
-	"#a65628", "#f781bf", "#999999", "#fb9a99", "#fdbf6f"}
+	"#a65628", "#1b9e77", "#f781bf", "#999999", "#fb9a99", "#fdbf6f"}
 
 // KindColor is the colour of a kind's windows.
 func KindColor(k Kind) string {
