@@ -51,7 +51,7 @@ nemesis: check-go
 ## 30 minutes on 2 cores (NEMESIS_CI_DURATION='*=50s' for the run in docs/reliability.md); a
 ## control not caught fails it
 NEMESIS_CI_MODES ?= zk,zk-batch,redis-fenced,db-cas,db-forupdate,none,zk-unfenced,redis
-NEMESIS_CI_SEEDS ?= 14,25,25,39,1,1,1,1
+NEMESIS_CI_SEEDS ?= 126,371,383,286,220,1,1,1
 NEMESIS_CI_DURATION ?= none=15s;zk-unfenced=50s;redis=40s;*=25s
 NEMESIS_CI_FAULTS ?= zk-unfenced=pause-at-commit;redis=pause-at-commit,redis-restart;*=
 test-nemesis: check-go
