@@ -42,7 +42,7 @@ MODE ?= zk
 FAULTS ?=
 NEMESIS_TIMEOUT ?= 4h
 nemesis: check-go
-	$(SERVERS) run -- env ZKSTOCK_FAULTS=1 NEMESIS=1 NEMESIS_MODE='$(MODE)' NEMESIS_SEED='$(SEED)' NEMESIS_DURATION=$(DURATION) \
+	$(SERVERS) run --no-ensemble -- env ZKSTOCK_FAULTS=1 NEMESIS=1 NEMESIS_MODE='$(MODE)' NEMESIS_SEED='$(SEED)' NEMESIS_DURATION=$(DURATION) \
 		NEMESIS_FAULTS='$(FAULTS)' $(GO) test -count=1 -timeout $(NEMESIS_TIMEOUT) -run '^TestNemesis$$' -v ./faults
 
 ## test-nemesis: the nemesis as CI runs it: every fenced mode 25 s under every kind of fault, and
@@ -51,11 +51,11 @@ nemesis: check-go
 ## 30 minutes on 2 cores (NEMESIS_CI_DURATION='*=50s' for the run in docs/reliability.md); a
 ## control not caught fails it
 NEMESIS_CI_MODES ?= zk,zk-batch,redis-fenced,db-cas,db-forupdate,none,zk-unfenced,redis
-NEMESIS_CI_SEEDS ?= 126,371,383,286,220,1,1,1
+NEMESIS_CI_SEEDS ?= 383,517,165,286,220,1,1,1
 NEMESIS_CI_DURATION ?= none=15s;zk-unfenced=50s;redis=40s;*=25s
 NEMESIS_CI_FAULTS ?= zk-unfenced=pause-at-commit;redis=pause-at-commit,redis-restart;*=
 test-nemesis: check-go
-	$(SERVERS) run -- env ZKSTOCK_FAULTS=1 NEMESIS=1 NEMESIS_MODE='$(NEMESIS_CI_MODES)' NEMESIS_SEED='$(NEMESIS_CI_SEEDS)' \
+	$(SERVERS) run --no-ensemble -- env ZKSTOCK_FAULTS=1 NEMESIS=1 NEMESIS_MODE='$(NEMESIS_CI_MODES)' NEMESIS_SEED='$(NEMESIS_CI_SEEDS)' \
 		NEMESIS_DURATION='$(NEMESIS_CI_DURATION)' NEMESIS_FAULTS='$(NEMESIS_CI_FAULTS)' \
 		$(GO) test -count=1 -timeout 30m -run '^TestNemesis$$' -v ./faults
 

@@ -115,7 +115,7 @@ func TestLostClosesBeforeAnotherHoldsWhenTheFollowerIsCutOff(t *testing.T) {
 }
 
 // Timing of the test ensemble: a follower cut off from its leader serves its clients for
-// syncLimit × tickTime = 3 s, longer than the test's 2 s sessions, as in production ensembles
+// syncLimit × tickTime = 12 × 250 ms = 3 s, longer than the test's 2 s sessions, as in production ensembles
 // whose sessions are short next to that (the compose file's 2 × 2000 ms with sessions of 4 s or
 // less, or the ZooKeeper sample's 5 × 2000 ms).
 const ensembleTick = 250 * time.Millisecond

@@ -67,10 +67,6 @@ func TestNemesis(t *testing.T) {
 		}
 		seeds = append(seeds, n)
 	}
-	// The ensemble's peers reach one another through proxies, so that a follower can be cut off
-	// from its leader; its timing is the shared ensemble's (scripts/servers.sh).
-	ens := testenv.StartProxiedEnsemble(t, testenv.EnsembleTiming{Tick: 500 * time.Millisecond, InitLimit: 20, SyncLimit: 10,
-		MinSession: time.Second, MaxSession: time.Minute})
 	for i, mode := range modes {
 		mode = strings.TrimSpace(mode)
 		seed := seeds[min(i, len(seeds)-1)]
@@ -84,7 +80,7 @@ func TestNemesis(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Run(fmt.Sprintf("%s-%d", mode, seed), func(t *testing.T) {
-			runNemesis(t, nemesisRun{mode: mode, seed: seed, duration: dur, kinds: kinds, spec: spec, ensemble: ens})
+			runNemesis(t, nemesisRun{mode: mode, seed: seed, duration: dur, kinds: kinds, spec: spec})
 		})
 	}
 }
@@ -102,8 +98,15 @@ type nemesisRun struct {
 	duration time.Duration
 	kinds    []nemesis.Kind
 	spec     string
-	ensemble *testenv.ProxiedEnsemble
 }
+
+// The ensemble's timing is the shared ensemble's (scripts/servers.sh): a follower cut off from
+// its leader serves its clients for syncLimit × tickTime = 5 s, past the replicas' 4 s sessions.
+var nemesisEnsemble = testenv.EnsembleTiming{Tick: 500 * time.Millisecond, InitLimit: 20, SyncLimit: 10,
+	MinSession: time.Second, MaxSession: time.Minute}
+
+// followerTimeout is how long a follower cut off from its leader goes on serving.
+var followerTimeout = time.Duration(nemesisEnsemble.SyncLimit) * nemesisEnsemble.Tick
 
 // links are a replica's proxies: one per ZooKeeper peer, the database, Redis.
 type links struct {
@@ -142,9 +145,11 @@ func runNemesis(t *testing.T, run nemesisRun) {
 	}
 	t.Setenv("FAULTS_LOG_DIR", logDir)
 
-	f := &fleetUnderFire{t: t, dsn: testenv.MySQLDatabase(t), ens: run.ensemble,
+	// Each run gets an ensemble of its own, its peers reaching one another through proxies so that
+	// a follower can be cut off from its leader: which peer leads, and which election links went
+	// direct, are then the run's own, and a seed replays on a fresh one.
+	f := &fleetUnderFire{t: t, dsn: testenv.MySQLDatabase(t), ens: testenv.StartProxiedEnsemble(t, nemesisEnsemble),
 		skipped: map[nemesis.Kind]int{}, done: map[nemesis.Kind]int{}}
-	waitServing(t, f.ens.Addrs, 60*time.Second)
 	redisAddr := testenv.RedisAddr(t)
 	settings := []string{"LOCK_MODE=" + run.mode, "ZK_SESSION_TIMEOUT=" + nemesisSession.String(), "WORK_DELAY=20ms",
 		"LOCK_TIMEOUT=5s", "REDIS_LOCK_TTL=3s", "LOG_LEVEL=" + envOr("NEMESIS_LOG_LEVEL", "warn")}
@@ -259,6 +264,13 @@ func runNemesis(t *testing.T, run nemesisRun) {
 		heal  func()
 	}
 	var active []on
+	// A run that ends early (a t.Fatal on the way) still heals what it broke: the proxies and
+	// the servers outlive it.
+	defer func() {
+		for _, a := range active {
+			a.heal()
+		}
+	}()
 	healOne := func(i int) {
 		a := active[i]
 		a.heal()
@@ -284,6 +296,7 @@ func runNemesis(t *testing.T, run nemesisRun) {
 	for _, fault := range schedule {
 		healDue(t0.Add(fault.At))
 		time.Sleep(time.Until(t0.Add(fault.At)))
+		f.prepare(fault)
 		start := time.Now()
 		what, heal := f.inject(fault)
 		if heal == nil {
@@ -301,8 +314,10 @@ func runNemesis(t *testing.T, run nemesisRun) {
 	close(endEpochs)
 	<-epochsDone
 	healedAt := time.Now()
-	// A peer cut off or killed must be back in the quorum, or the next run starts on two.
-	waitServing(t, f.ens.Addrs, 60*time.Second)
+	if !f.ensembleWhole(60 * time.Second) {
+		f.note("the ZooKeeper ensemble was not whole 60 s after every fault was healed")
+		t.Errorf("the ZooKeeper ensemble was not whole 60 s after every fault was healed: %v", f.ens.Addrs)
+	}
 
 	// Every replica must come back on its own: ready, and reading every SKU.
 	sum := nemesis.Summary{Seed: run.seed, Mode: run.mode, DurationS: run.duration.Seconds(), Faults: f.done, Skipped: f.skipped,
@@ -386,8 +401,11 @@ func runNemesis(t *testing.T, run nemesisRun) {
 	if run.spec != "" {
 		sum.Reproduce += " FAULTS=" + run.spec
 	}
-	if c := strings.TrimSuffix(sum.Build, "+dirty"); c != "" {
-		sum.Reproduce = fmt.Sprintf("git checkout %s && %s", c, sum.Reproduce)
+	switch {
+	case sum.Build == "" || strings.HasSuffix(sum.Build, "+dirty"):
+		f.note("the build is not a commit (%q): the seed replays its schedule only on this tree", sum.Build)
+	default:
+		sum.Reproduce = fmt.Sprintf("git checkout %s && %s", sum.Build, sum.Reproduce)
 	}
 	sum.Notes = f.notes
 	sum.Judge()
@@ -419,8 +437,8 @@ func buildCommit() string {
 		return ""
 	}
 	commit := strings.TrimSpace(string(out))
-	if st, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(bytes.TrimSpace(st)) > 0 {
-		commit += "+dirty"
+	if st, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output(); err != nil || len(bytes.TrimSpace(st)) > 0 {
+		commit += "+dirty" // or not known to be clean
 	}
 	return commit
 }
@@ -536,7 +554,10 @@ func (f *fleetUnderFire) inject(fault nemesis.Fault) (what string, heal func()) 
 			}
 		}
 	case nemesis.ZKLeader:
-		leader := f.leader()
+		if !f.ens.Whole() {
+			return skip("the ensemble is not whole")
+		}
+		leader := testenv.ZKLeader(f.ens.Addrs)
 		if leader < 0 {
 			return skip("no leader in the ensemble")
 		}
@@ -544,33 +565,36 @@ func (f *fleetUnderFire) inject(fault nemesis.Fault) (what string, heal func()) 
 		if err := syscall.Kill(pidOf(t, dir), syscall.SIGKILL); err != nil {
 			return skip(err.Error())
 		}
-		return fmt.Sprintf("ZooKeeper leader (peer %d) killed, started again after %.1fs", leader+1, fault.Hold.Seconds()), func() { serversScript(t, "start-server", dir) }
+		return fmt.Sprintf("ZooKeeper leader (peer %d) killed, started again after %.1fs", leader+1, fault.Hold.Seconds()), func() { testenv.ServersScript(t, "start-server", dir) }
 	case nemesis.FollowerCut:
-		leader := f.leader()
-		if leader < 0 {
-			return skip("no leader in the ensemble")
+		if !f.ens.Whole() {
+			return skip("the ensemble is not whole")
 		}
+		leader := testenv.ZKLeader(f.ens.Addrs)
 		var followers []int
 		for i, a := range f.ens.Addrs {
 			if i != leader && testenv.ZKMode(a) == "follower" {
 				followers = append(followers, i)
 			}
 		}
-		if len(followers) == 0 {
-			return skip("no follower in the ensemble")
+		if leader < 0 || len(followers) != 2 {
+			return skip("the ensemble changed as it was looked at")
 		}
-		peer := followers[min(fault.Follower, len(followers)-1)]
+		peer := followers[fault.Follower]
 		resume := f.ens.CutOff(peer, leader)
 		return fmt.Sprintf("ZooKeeper follower (peer %d) cut off from its leader (peer %d) for %.1fs", peer+1, leader+1, fault.Hold.Seconds()), func() {
-			// Past syncLimit × tickTime (5 s) the follower must have left the quorum: the proof
-			// that the cut cut.
-			t.Logf("peer %d at the cut's end, %.1fs in: %s", peer+1, fault.Hold.Seconds(), testenv.ZKMode(f.ens.Addrs[peer]))
+			// Past syncLimit × tickTime the follower must have left the quorum, or the cut
+			// did not cut.
+			if mode := testenv.ZKMode(f.ens.Addrs[peer]); fault.Hold > followerTimeout+time.Second && mode == "follower" {
+				f.note("peer %d still a follower %.1fs into its cut (syncLimit × tickTime %v): the cut did not cut", peer+1, fault.Hold.Seconds(), followerTimeout)
+				t.Errorf("peer %d still a follower %.1fs into its cut from the leader: the nemesis's cut does not cut", peer+1, fault.Hold.Seconds())
+			}
 			resume()
 		}
 	case nemesis.DBRestart:
 		dir := os.Getenv("MYSQL_DIR")
-		serversScript(t, "stop-server", dir)
-		return fmt.Sprintf("MariaDB stopped for %.1fs", fault.Hold.Seconds()), func() { serversScript(t, "start-server", dir) }
+		testenv.ServersScript(t, "stop-server", dir)
+		return fmt.Sprintf("MariaDB stopped for %.1fs", fault.Hold.Seconds()), func() { testenv.ServersScript(t, "start-server", dir) }
 	case nemesis.BlockCommits:
 		cfg, err := mysql.ParseDSN(f.dsn)
 		if err != nil {
@@ -604,8 +628,8 @@ func (f *fleetUnderFire) inject(fault nemesis.Fault) (what string, heal func()) 
 		}
 	case nemesis.RedisRestart:
 		dir := os.Getenv("REDIS_DIR")
-		serversScript(t, "stop-server", dir)
-		return fmt.Sprintf("Redis stopped for %.1fs (restarted empty)", fault.Hold.Seconds()), func() { serversScript(t, "start-server", dir) }
+		testenv.ServersScript(t, "stop-server", dir)
+		return fmt.Sprintf("Redis stopped for %.1fs (restarted empty)", fault.Hold.Seconds()), func() { testenv.ServersScript(t, "start-server", dir) }
 	case nemesis.Switch:
 		f.mu.Lock()
 		busy := f.switchOn
@@ -631,16 +655,26 @@ func (f *fleetUnderFire) inject(fault nemesis.Fault) (what string, heal func()) 
 	return skip("not carried out by this suite")
 }
 
-// leader is the ensemble's leader, waited for a few seconds: one killed a moment ago leaves an
-// election behind it.
-func (f *fleetUnderFire) leader() int {
-	deadline := time.Now().Add(3 * time.Second)
-	for {
-		if l := f.ens.Leader(); l >= 0 || time.Now().After(deadline) {
-			return l
-		}
-		time.Sleep(100 * time.Millisecond)
+// prepare waits, before a fault on the ensemble, until the ensemble is whole again (a peer
+// started again or healed of a cut rejoins some seconds after): a follower cut from a leader
+// whose other follower has not synced yet would take the quorum down, and a re-election could
+// make the cut peer the leader, so the window would not be the fault it names.
+func (f *fleetUnderFire) prepare(fault nemesis.Fault) {
+	if fault.Kind == nemesis.ZKLeader || fault.Kind == nemesis.FollowerCut {
+		f.ensembleWhole(15 * time.Second)
 	}
+}
+
+// ensembleWhole waits up to d for a leader and two followers.
+func (f *fleetUnderFire) ensembleWhole(d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for !f.ens.Whole() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return true
 }
 
 // waitRecovered waits until every replica is ready again, within d.

@@ -49,10 +49,10 @@ func waitHeld(t *testing.T, mode string, rdb *redis.Client, observer *replica, s
 func restartRedis(t *testing.T, down time.Duration) (startedAt time.Time) {
 	t.Helper()
 	dir := os.Getenv("REDIS_DIR")
-	serversScript(t, "stop-server", dir)
+	testenv.ServersScript(t, "stop-server", dir)
 	time.Sleep(down)
 	startedAt = time.Now()
-	serversScript(t, "start-server", dir)
+	testenv.ServersScript(t, "start-server", dir)
 	rdb := redisClient(t)
 	deadline := time.Now().Add(20 * time.Second)
 	for rdb.Ping(context.Background()).Err() != nil {

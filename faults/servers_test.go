@@ -3,7 +3,6 @@ package faults
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"sort"
 	"strconv"
 	"strings"
@@ -13,14 +12,6 @@ import (
 
 	"github.com/zkstock/zkstock/internal/testenv"
 )
-
-func serversScript(t *testing.T, args ...string) {
-	t.Helper()
-	out, err := exec.Command("../scripts/servers.sh", args...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("servers.sh %v: %v\n%s", args, err, out)
-	}
-}
 
 func ensembleDirs(t *testing.T) []string {
 	t.Helper()
@@ -35,12 +26,7 @@ func waitServing(t *testing.T, addrs []string, d time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for _, a := range addrs {
-		for m := testenv.ZKMode(a); m != "leader" && m != "follower" && m != "standalone"; m = testenv.ZKMode(a) {
-			if time.Now().After(deadline) {
-				t.Fatalf("ZooKeeper %s not serving (mode %q)", a, m)
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
+		testenv.WaitZKMode(t, a, time.Until(deadline), "leader", "follower", "standalone")
 	}
 }
 
@@ -80,12 +66,7 @@ func TestZooKeeperLeaderKilled(t *testing.T) { inEachMode(t, testZooKeeperLeader
 func testZooKeeperLeaderKilled(t *testing.T, mode string) {
 	ensemble, dirs := testenv.ZKEnsemble(t), ensembleDirs(t)
 	waitServing(t, ensemble, 60*time.Second)
-	leader := -1
-	for i, a := range ensemble {
-		if testenv.ZKMode(a) == "leader" {
-			leader = i
-		}
-	}
+	leader := testenv.ZKLeader(ensemble)
 	if leader < 0 {
 		t.Fatal("no leader in the ensemble")
 	}
@@ -102,7 +83,7 @@ func testZooKeeperLeaderKilled(t *testing.T, mode string) {
 	time.Sleep(10 * time.Second)
 	end := time.Now()
 	outcomes := b.halt()
-	serversScript(t, "start-server", dirs[leader])
+	testenv.ServersScript(t, "start-server", dirs[leader])
 	waitServing(t, ensemble, 60*time.Second)
 
 	if _, ok := firstSuccessAfter(outcomes, killedAt.Add(500*time.Millisecond)); !ok {
@@ -132,7 +113,7 @@ func testZooKeeperDownUnderLoad(t *testing.T, mode string) {
 	time.Sleep(2 * time.Second)
 	downAt := time.Now()
 	for _, d := range dirs {
-		serversScript(t, "stop-server", d)
+		testenv.ServersScript(t, "stop-server", d)
 	}
 	time.Sleep(lockTimeout + time.Second)
 	st, _ := call("GET", rs[1].url+"/readyz", "")
@@ -144,7 +125,7 @@ func testZooKeeperDownUnderLoad(t *testing.T, mode string) {
 	upAt := time.Now()
 	during := b.snapshot()
 	for _, d := range dirs {
-		serversScript(t, "start-server", d)
+		testenv.ServersScript(t, "start-server", d)
 	}
 	waitServing(t, ensemble, 60*time.Second)
 	back := b.waitSale(t, upAt, 30*time.Second, "after ZooKeeper came back, without restarting the replicas")
@@ -198,13 +179,13 @@ func testMySQLRestartUnderLoad(t *testing.T, mode string) {
 	b := startBuyers(rs, sku, 6, 0)
 	time.Sleep(2 * time.Second)
 	downAt := time.Now()
-	serversScript(t, "stop-server", myDir)
+	testenv.ServersScript(t, "stop-server", myDir)
 	time.Sleep(5 * time.Second)
 	if st, _ := call("GET", rs[0].url+"/readyz", ""); st != 503 {
 		t.Errorf("readyz answered %d while the database was down", st)
 	}
 	upAt := time.Now()
-	serversScript(t, "start-server", myDir)
+	testenv.ServersScript(t, "start-server", myDir)
 	back := b.waitSale(t, upAt, 60*time.Second, "after the database came back")
 	time.Sleep(2 * time.Second)
 	outcomes := b.halt()

@@ -185,9 +185,10 @@ func Schedule(p Plan) []Fault {
 		case ZKLeader:
 			f.Hold = between(2*time.Second, 6*time.Second)
 		case FollowerCut:
-			// From short of the servers' syncLimit × tickTime (5 s), when the follower never
+			// At least a session, so that the leader can expire the sessions the follower still
+			// answers; from short of the servers' syncLimit × tickTime, when the follower never
 			// notices, to well past it, when it leaves the quorum and its clients move.
-			f.Hold = between(3*time.Second, 12*time.Second)
+			f.Hold = between(session, session+8*time.Second)
 			f.Follower = rng.IntN(2)
 		case DBRestart:
 			f.Hold = between(time.Second, 4*time.Second)

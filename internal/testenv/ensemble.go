@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -23,16 +24,19 @@ type EnsembleTiming struct {
 	MinSession, MaxSession time.Duration
 }
 
-// ProxiedEnsemble is a three-peer ZooKeeper ensemble of a test's own whose peers reach one another
-// (quorum and election links) only through proxies, one per direction of each pair, so that a
-// test can cut a follower off from its leader while clients still reach both.
+// ProxiedEnsemble is a three-peer ZooKeeper ensemble of a test's own whose peers are configured to
+// reach one another (quorum and election links) through proxies, one per direction of each pair,
+// so that a test can cut a follower off from its leader while clients still reach both.
 //
-// What the proxies can cut: a follower reaches its leader's quorum port through its own proxy,
-// always. An election connection may bypass them: ZooKeeper keeps one per pair, the one the
-// higher id opened, and when a lower id dials a higher one, the higher hangs up and dials back
-// the address the lower advertises, its bind address. That is why the peers start in id order,
-// the highest last, once the others have formed a quorum: it opens its election connections
-// itself, through its proxies, so that cutting it (CutOff(2, 0, 1)) silences every link it has.
+// What the proxies always cut is the follower's quorum link: a follower dials its leader's quorum
+// port from its own configuration (reconfig is off), so through its own proxy, and cut off it
+// stops serving after syncLimit × tickTime. An election connection may bypass them: ZooKeeper
+// keeps one per pair, the one the higher id opened, and when a lower id dials a higher one, the
+// higher hangs up and dials back the address the lower advertises, its bind address. Such a
+// direct link only lets a cut follower find the leader again, not follow it. The peers start in
+// id order, the highest last once the others have formed a quorum, so that it opens its election
+// connections itself, through its proxies: cutting it (CutOff(2, 0, 1)) silences every link it
+// has, until a peer restarts.
 type ProxiedEnsemble struct {
 	Addrs []string // the peers' client addresses, by id - 1
 	Dirs  []string // their server directories (scripts/servers.sh start-server, stop-server)
@@ -41,11 +45,18 @@ type ProxiedEnsemble struct {
 }
 
 // StartProxiedEnsemble starts the peers with scripts/servers.sh start-server (the JVM options of
-// the shared ensemble) and stops them when the test ends.
+// the shared ensemble) and stops them when the test ends. Under `servers.sh run` their directories
+// sit in its own, so that its exit stops them too when the test process dies before its cleanups.
 func StartProxiedEnsemble(t testing.TB, timing EnsembleTiming) *ProxiedEnsemble {
 	t.Helper()
-	script := serversScript(t)
 	base := t.TempDir()
+	if dir := os.Getenv("ZKSTOCK_SERVERS_DIR"); dir != "" {
+		var err error
+		if base, err = os.MkdirTemp(dir, "proxied-"); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = os.RemoveAll(base) })
+	}
 	type peer struct {
 		dir                   string
 		client, quorum, elect int
@@ -97,25 +108,21 @@ func StartProxiedEnsemble(t testing.TB, timing EnsembleTiming) *ProxiedEnsemble 
 			}
 		}
 	}
-	run := func(args ...string) {
-		if out, err := exec.Command(script, args...).CombinedOutput(); err != nil {
-			t.Fatalf("servers.sh %v: %v\n%s", args, err, out)
-		}
-	}
 	for _, dir := range e.Dirs {
-		t.Cleanup(func() { run("stop-server", dir) })
+		t.Cleanup(func() { ServersScript(t, "stop-server", dir) })
 	}
-	run("start-server", e.Dirs[0])
-	run("start-server", e.Dirs[1])
+	ServersScript(t, "start-server", e.Dirs[0])
+	ServersScript(t, "start-server", e.Dirs[1])
 	WaitZKMode(t, e.Addrs[0], time.Minute, "leader", "follower")
 	WaitZKMode(t, e.Addrs[1], time.Minute, "leader", "follower")
-	run("start-server", e.Dirs[2])
+	ServersScript(t, "start-server", e.Dirs[2])
 	WaitZKMode(t, e.Addrs[2], time.Minute, "follower")
 	return e
 }
 
-// CutOff black-holes every link between peer a and each of others, both ways: connections stay
-// open, nothing passes, and neither end learns of the other giving up. The returned func heals it.
+// CutOff black-holes the proxied links between peer a and each of others, both ways: connections
+// stay open, nothing passes, and neither end learns of the other giving up. The returned func
+// heals it.
 func (e *ProxiedEnsemble) CutOff(a int, others ...int) (heal func()) {
 	var cut []*tcpproxy.Proxy
 	for _, o := range others {
@@ -132,9 +139,24 @@ func (e *ProxiedEnsemble) CutOff(a int, others ...int) (heal func()) {
 	}
 }
 
-// Leader is the index of the peer that says it leads, or -1.
-func (e *ProxiedEnsemble) Leader() int {
-	for i, a := range e.Addrs {
+// Whole reports whether the ensemble serves with all three peers: one leader, two followers.
+// A peer started again, or healed of a cut, rejoins some seconds later, on its own.
+func (e *ProxiedEnsemble) Whole() bool {
+	leaders, followers := 0, 0
+	for _, a := range e.Addrs {
+		switch ZKMode(a) {
+		case "leader":
+			leaders++
+		case "follower":
+			followers++
+		}
+	}
+	return leaders == 1 && followers == 2
+}
+
+// ZKLeader is the index of the server in addrs that says it leads, or -1.
+func ZKLeader(addrs []string) int {
+	for i, a := range addrs {
 		if ZKMode(a) == "leader" {
 			return i
 		}
@@ -166,22 +188,28 @@ func ZKMode(addr string) string {
 // WaitZKMode waits until the server at addr serves in one of the modes, within d.
 func WaitZKMode(t testing.TB, addr string, d time.Duration, modes ...string) {
 	t.Helper()
-	var last string
 	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		last = ZKMode(addr)
-		for _, m := range modes {
-			if last == m {
-				return
-			}
+	last := ZKMode(addr)
+	for !slices.Contains(modes, last) {
+		if time.Now().After(deadline) {
+			t.Fatalf("ZooKeeper at %s: mode %q after %v, want one of %v", addr, last, d, modes)
 		}
 		time.Sleep(100 * time.Millisecond)
+		last = ZKMode(addr)
 	}
-	t.Fatalf("ZooKeeper at %s: mode %q after %v, want one of %v", addr, last, d, modes)
 }
 
-// serversScript is scripts/servers.sh, found from the test's package directory upwards.
-func serversScript(t testing.TB) string {
+// ServersScript runs scripts/servers.sh with args (start-server, stop-server of a server
+// directory), failing the test when it fails.
+func ServersScript(t testing.TB, args ...string) {
+	t.Helper()
+	if out, err := exec.Command(serversScriptPath(t), args...).CombinedOutput(); err != nil {
+		t.Fatalf("servers.sh %v: %v\n%s", args, err, out)
+	}
+}
+
+// serversScriptPath is scripts/servers.sh, found from the test's package directory upwards.
+func serversScriptPath(t testing.TB) string {
 	t.Helper()
 	dir, err := os.Getwd()
 	if err != nil {
