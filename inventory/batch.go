@@ -44,7 +44,9 @@ func (s *Store) DeductBatch(ctx context.Context, sku string, fence Fence, items 
 	case errors.Is(err, ErrOutcomeUnknown):
 		for i := range items {
 			if !items[i].known {
-				items[i].Result, items[i].Err = Result{}, err // Repeat stays: settling needs it
+				// Repeat stays: settling needs it. Each item keeps what the batch wrote for it:
+				// its order, and the stock right after it in the batch's order.
+				items[i].Result, items[i].Err = Result{}, itemAttempt(err, items[i].Result)
 			}
 		}
 		return err
@@ -53,6 +55,16 @@ func (s *Store) DeductBatch(ctx context.Context, sku string, fence Fence, items 
 	default:
 		return fmt.Errorf("inventory: batch of %d for %s: %w", len(items), sku, err)
 	}
+}
+
+// itemAttempt is the batch's unanswered commit as one item's attempt: its order and the stock
+// right after it, which a look-up of its key after the batch cannot tell.
+func itemAttempt(err error, r Result) error {
+	var cu *CommitUnanswered
+	if !errors.As(err, &cu) || r.Order.ID == 0 {
+		return err
+	}
+	return &CommitUnanswered{Conn: cu.Conn, Orders: []int64{r.Order.ID}, Left: map[string]int64{r.Order.SKU: r.Remaining}, err: cu.err}
 }
 
 // deductBatch decides every item from one read of the stock, in the batch's order: a replay for a

@@ -118,7 +118,7 @@ func (s *Store) sell(ctx context.Context, sl sale, mode Mode, hooks Hooks) (orde
 		// another SKU at once): ours rolled back, theirs is the answer.
 		return s.replay(ctx, sl.req)
 	}
-	return nil, nil, false, withOrders(err, orders)
+	return nil, nil, false, withAttempt(err, orders, left)
 }
 
 // replayOf is the answer to a request whose key made orders already: those orders, and the stock

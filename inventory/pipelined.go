@@ -84,7 +84,7 @@ func (s *Store) sellPipelined(ctx context.Context, sl sale, mode Mode, hooks Hoo
 	}
 	c.handedOff = true
 	if _, err := awaitCommit(ctx, func() (struct{}, error) { return struct{}{}, c.commit(ctx) }); err != nil {
-		return nil, nil, false, withOrders(unanswered(err, c.id), []Order{o})
+		return nil, nil, false, withAttempt(unanswered(err, c.id), []Order{o}, map[string]int64{l.sku: stock - l.take})
 	}
 	return []Order{o}, map[string]int64{l.sku: stock - l.take}, false, nil
 }

@@ -15,12 +15,15 @@ import (
 // CommitUnanswered is the error of a change whose COMMIT went unanswered; errors.Is(err,
 // ErrOutcomeUnknown) holds for it. It names what a resolver needs to decide the outcome of this
 // attempt alone: the server's id of the transaction's connection, so that the transaction can be
-// ended (EndTransaction) before its key is looked up, and the ids of the orders it inserted, the
-// only orders under its key that are its own. Another request with the same key, retried where
-// no lock keeps it out, may have recorded the key's order after this one rolled back.
+// ended (EndTransaction) before its key is looked up, the ids of the orders it inserted, the
+// only orders under its key that are its own (another request with the same key, retried where
+// no lock keeps it out, may have recorded the key's order after this one rolled back), and the
+// stock its writes left: if it applied, that is the stock right after it, which a look-up made
+// later cannot tell, as other changes may have come between.
 type CommitUnanswered struct {
-	Conn   int64   // CONNECTION_ID() of the transaction's connection; 0 when not known
-	Orders []int64 // the ids of the orders the transaction inserted; nil when not known
+	Conn   int64            // CONNECTION_ID() of the transaction's connection; 0 when not known
+	Orders []int64          // the ids of the orders the transaction inserted; nil when not known
+	Left   map[string]int64 // the stock per SKU its writes left; nil when not known
 	err    error
 }
 
@@ -36,15 +39,33 @@ func unanswered(err error, conn int64) error {
 	return &CommitUnanswered{Conn: conn, err: err}
 }
 
-// withOrders records in err, if its COMMIT went unanswered, the orders its transaction inserted.
-func withOrders(err error, orders []Order) error {
+// withAttempt records in err, if its COMMIT went unanswered, what its transaction wrote: the
+// orders it inserted and the stock it left.
+func withAttempt(err error, orders []Order, left map[string]int64) error {
 	var cu *CommitUnanswered
-	if errors.As(err, &cu) && cu.Orders == nil {
+	if !errors.As(err, &cu) {
+		return err
+	}
+	if cu.Orders == nil {
 		for _, o := range orders {
 			cu.Orders = append(cu.Orders, o.ID)
 		}
 	}
+	if cu.Left == nil {
+		cu.Left = left
+	}
 	return err
+}
+
+// LeftBy is the stock the unanswered attempt of cause left sku with, if it applied; known is
+// false when cause does not say.
+func LeftBy(cause error, sku string) (left int64, known bool) {
+	var cu *CommitUnanswered
+	if !errors.As(cause, &cu) {
+		return 0, false
+	}
+	left, known = cu.Left[sku]
+	return left, known
 }
 
 // MadeBy says whether the order with this id is one that the unanswered attempt of cause

@@ -268,7 +268,9 @@ func (b *batcher) settle(ctx context.Context, batch []*batchReq, answers []batch
 			p := batch[i].p
 			res, err := b.s.resolvePurchase(rctx, p, a.err, log.with(slog.String("request_id", p.RequestID)))
 			if err == nil {
-				res.Replayed = a.repeat
+				// A repeat replays; so does a purchase whose look-up could not give the stock
+				// right after it (resolvePurchase).
+				res.Replayed = res.Replayed || a.repeat
 			}
 			answers[i] = batchAnswer{res: res, err: err, repeat: a.repeat}
 			open = open || errors.Is(err, errOutcomeUnknown)

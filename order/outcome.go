@@ -94,7 +94,16 @@ func (s *Server) resolvePurchase(ctx context.Context, p inventory.Purchase, caus
 		res.Replayed = true
 		return res, nil
 	}
+	left, known := inventory.LeftBy(cause, p.SKU)
+	if !known {
+		// What this attempt left is not known, and the stock now is not the stock right after
+		// it: answered as the look-up it is (the order, the stock now), a replay.
+		log.Info("commit unanswered, but applied; the stock it left is not known", "order", res.Order.ID)
+		res.Replayed = true
+		return res, nil
+	}
 	log.Info("commit unanswered, but applied", "order", res.Order.ID)
+	res.Remaining = left // the stock right after this sale: others may have sold since
 	res.Replayed = false // this request made it
 	return res, nil
 }
@@ -116,7 +125,18 @@ func (s *Server) resolveCart(ctx context.Context, cart inventory.Cart, cause err
 		res.Replayed = true // as for a purchase (resolvePurchase)
 		return res, nil
 	}
+	left := map[string]int64{}
+	for sku := range res.Remaining {
+		l, known := inventory.LeftBy(cause, sku)
+		if !known {
+			log.Info("cart's commit unanswered, but applied; the stock it left is not known", "orders", len(res.Orders))
+			res.Replayed = true // as for a purchase (resolvePurchase)
+			return res, nil
+		}
+		left[sku] = l
+	}
 	log.Info("cart's commit unanswered, but applied", "orders", len(res.Orders))
+	res.Remaining = left // the stock right after this cart: others may have sold since
 	res.Replayed = false // this request made it
 	return res, nil
 }
@@ -143,12 +163,18 @@ func (s *Server) resolveCancel(ctx context.Context, id int64, cause error, log r
 		case err == nil && o.CancelledAt == nil:
 			return inventory.CancelResult{}, fmt.Errorf("%w: %w", errNotCommitted, cause)
 		case err == nil:
-			log.Info("cancellation's commit unanswered, but applied")
-			remaining := int64(-1) // not known
-			if prod, err := s.store.Product(ctx, o.SKU); err == nil {
-				remaining = prod.Stock
+			if left, known := inventory.LeftBy(cause, o.SKU); known {
+				log.Info("cancellation's commit unanswered, but applied")
+				return inventory.CancelResult{Order: o, Remaining: left}, nil // the stock right after it
 			}
-			return inventory.CancelResult{Order: o, Remaining: remaining}, nil
+			// The stock now is not the stock right after this cancellation: answered as the
+			// look-up it is, a replay with the stock now.
+			log.Info("cancellation's commit unanswered, but applied; the stock it left is not known")
+			prod, err := s.store.Product(ctx, o.SKU)
+			if err != nil {
+				return inventory.CancelResult{}, fmt.Errorf("%w: %w (and the stock: %w)", errOutcomeUnknown, cause, err)
+			}
+			return inventory.CancelResult{Order: o, Remaining: prod.Stock, Replayed: true}, nil
 		}
 		select {
 		case <-ctx.Done():
