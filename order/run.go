@@ -32,6 +32,37 @@ var (
 	idleTimeout       = 60 * time.Second
 )
 
+// startWindow bounds how long a replica tries to reach the database and ZooKeeper at start before
+// it gives up and exits, for its supervisor to start it again.
+const startWindow = 30 * time.Second
+
+// retryStart runs a step of the start until it succeeds or ctx ends, each attempt within
+// startAttempt: a replica started while the database or ZooKeeper is out of reach for a moment
+// (restarted, cut off, as a supervisor restarting a fleet after an outage meets them) comes up
+// when they are back, rather than exiting at the first refused connection.
+func retryStart(ctx context.Context, log *slog.Logger, step string, try func(context.Context) error) error {
+	wait := 100 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		actx, cancel := context.WithTimeout(ctx, startAttempt)
+		err := try(actx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		log.Warn("start: "+step+" failed; trying again", "attempt", attempt, "err", err)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s (%d attempts): %w", step, attempt, err)
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 2*time.Second)
+	}
+}
+
+// startAttempt bounds one attempt of a start step: a connection black-holed (nothing answers, nothing
+// is refused) is given up and dialled again, rather than waited on for the whole window.
+const startAttempt = 5 * time.Second
+
 func writeTimeout(cfg Config) time.Duration { return cfg.LockTimeout + cfg.WorkDelay + writeMargin }
 
 // Run connects to ZooKeeper and the database, creates the tables, joins the fleet and serves until
@@ -40,9 +71,20 @@ func writeTimeout(cfg Config) time.Duration { return cfg.LockTimeout + cfg.WorkD
 // node at once and let another replica in before the change ends), leaves the fleet, and closes
 // the lock client (its nodes go at once) and the database.
 func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
-	startCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	startCtx, cancel := context.WithTimeout(ctx, startWindow)
 	defer cancel()
-	store, err := inventory.Open(startCtx, cfg.MySQLDSN, inventory.PoolOptions{})
+	var store *inventory.Store
+	err := retryStart(startCtx, log, "open the database", func(ctx context.Context) error {
+		s, err := inventory.Open(ctx, cfg.MySQLDSN, inventory.PoolOptions{})
+		if err != nil {
+			return err
+		}
+		if err := s.Migrate(ctx); err != nil {
+			return errors.Join(err, s.Close())
+		}
+		store = s
+		return nil
+	})
 	if err != nil {
 		return fmt.Errorf("orderd: %w", err)
 	}
@@ -51,11 +93,13 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			log.Warn("close database", "err", err)
 		}
 	}()
-	if err := store.Migrate(startCtx); err != nil {
-		return fmt.Errorf("orderd: %w", err)
-	}
-	locks, err := dlock.Connect(startCtx, cfg.ZKServers,
-		dlock.WithSessionTimeout(cfg.ZKSessionTimeout), dlock.WithOwner(cfg.ReplicaID), dlock.WithLogger(log))
+	var locks *dlock.Client
+	err = retryStart(startCtx, log, "connect to ZooKeeper", func(ctx context.Context) error {
+		var err error
+		locks, err = dlock.Connect(ctx, cfg.ZKServers,
+			dlock.WithSessionTimeout(cfg.ZKSessionTimeout), dlock.WithOwner(cfg.ReplicaID), dlock.WithLogger(log))
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("orderd: %w", err)
 	}
