@@ -195,9 +195,13 @@ start_mysql() {
 	mkdir -p "$dir"
 	mariadb-install-db --no-defaults --datadir="$dir/data" --auth-root-authentication-method=normal \
 		--skip-test-db --user="$(id -un)" >"$dir/install.log" 2>&1 || { cat "$dir/install.log" >&2; die "mariadb-install-db failed"; }
+	# A tmpdir of its own: MariaDB deletes every #sql* file in its tmpdir when it starts, so with
+	# /tmp shared, one instance restarted (a fault test's) broke another's temporary tables.
+	mkdir -p "$dir/tmp"
 	cat >"$dir/my.cnf" <<EOF
 [mysqld]
 datadir=$dir/data
+tmpdir=$dir/tmp
 socket=$dir/mysql.sock
 pid-file=$dir/mysqld.pid
 port=$port
