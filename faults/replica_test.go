@@ -2,6 +2,7 @@ package faults
 
 import (
 	"fmt"
+	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -239,6 +240,18 @@ func TestReplicaStartsWhenItsServersComeBack(t *testing.T) {
 			r := newReplica(t, "order1", proxiedDSN, []string{zkProxy.Addr()}, "LOCK_MODE=zk")
 			r.start()
 			time.Sleep(3 * time.Second)
+			if down == "database" {
+				// The replica must have met the refusal, or the test proves nothing on a
+				// machine slow enough to start it after the restore. (ZooKeeper's start waits
+				// for a session in dlock.Connect, retried or not: that half guards it stays so.)
+				deadline := time.Now().Add(20 * time.Second)
+				for b, _ := os.ReadFile(r.log.Name()); !strings.Contains(string(b), "start: open the database failed"); b, _ = os.ReadFile(r.log.Name()) {
+					if time.Now().After(deadline) {
+						t.Fatalf("the replica never tried the refused database:\n%s", tail(string(b), 10))
+					}
+					time.Sleep(100 * time.Millisecond)
+				}
+			}
 			out.Restore()
 			r.waitReady(30 * time.Second)
 		})

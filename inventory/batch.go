@@ -61,10 +61,13 @@ func (s *Store) DeductBatch(ctx context.Context, sku string, fence Fence, items 
 // right after it, which a look-up of its key after the batch cannot tell.
 func itemAttempt(err error, r Result) error {
 	var cu *CommitUnanswered
-	if !errors.As(err, &cu) || r.Order.ID == 0 {
+	if !errors.As(err, &cu) {
 		return err
 	}
-	return &CommitUnanswered{Conn: cu.Conn, Orders: []int64{r.Order.ID}, Left: map[string]int64{r.Order.SKU: r.Remaining}, err: cu.err}
+	if r.Order.ID == 0 { // it made no order: its own copy still, so that no item shares another's
+		return &CommitUnanswered{Conn: cu.Conn, Orders: []int64{}, err: err}
+	}
+	return &CommitUnanswered{Conn: cu.Conn, Orders: []int64{r.Order.ID}, Left: map[string]int64{r.Order.SKU: r.Remaining}, err: err}
 }
 
 // deductBatch decides every item from one read of the stock, in the batch's order: a replay for a

@@ -38,3 +38,40 @@ func TestBatchAnswersWhenItsCommitGoesUnanswered(t *testing.T) {
 		t.Errorf("repeats: %v %v %v, want false true true", items[0].Repeat, items[3].Repeat, items[4].Repeat)
 	}
 }
+
+// Each purchase of a batch whose COMMIT goes unanswered keeps the stock right after it in the
+// batch's order, so that a resolver that finds the batch applied answers each with its own stock,
+// not the batch's last nor the stock at its look-up.
+func TestBatchItemsKeepTheStockTheyLeft(t *testing.T) {
+	proxy, dsn := tcpproxy.ProxiedDSN(t, testenv.MySQLDatabase(t), nil)
+	s := openStoreAt(t, dsn)
+	mustReset(t, s, "BATCH-L", 10)
+	mk := func(qty int64, key string) inventory.BatchItem {
+		return inventory.BatchItem{Purchase: inventory.Purchase{SKU: "BATCH-L", Qty: qty, RequestID: key}}
+	}
+	items := []inventory.BatchItem{mk(1, "l-a"), mk(2, "l-b"), mk(1, "l-a"), mk(20, "l-c")}
+	proxy.CutAfterQuery(func(q string) bool { return strings.EqualFold(q, "COMMIT") }, false)
+	if err := s.DeductBatch(context.Background(), "BATCH-L", inventory.Fence{Token: 1}, items, nil); !errors.Is(err, inventory.ErrOutcomeUnknown) {
+		t.Fatalf("batch: %v, want ErrOutcomeUnknown", err)
+	}
+	for i, want := range []int64{9, 7, 7} {
+		if !errors.Is(items[i].Err, inventory.ErrOutcomeUnknown) {
+			t.Errorf("item %d: %v, want ErrOutcomeUnknown", i, items[i].Err)
+		}
+		if left, known := inventory.LeftBy(items[i].Err, "BATCH-L"); !known || left != want {
+			t.Errorf("item %d left %d (known %v), want %d", i, left, known, want)
+		}
+	}
+	if !errors.Is(items[3].Err, inventory.ErrOutOfStock) {
+		t.Errorf("item 3: %v, want ErrOutOfStock (short before the batch sold anything)", items[3].Err)
+	}
+	a, found, err := s.OrderByRequestID(context.Background(), "l-a")
+	if err != nil || !found {
+		t.Fatalf("the batch's order for l-a: %v %v", found, err)
+	}
+	for _, i := range []int{0, 2} { // the purchase and its repeat answer with the same order
+		if made, known := inventory.MadeBy(items[i].Err, a.ID); !known || !made {
+			t.Errorf("item %d: made order %d %v (known %v), want made", i, a.ID, made, known)
+		}
+	}
+}

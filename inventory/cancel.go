@@ -69,8 +69,9 @@ func (s *Store) Cancel(ctx context.Context, c Cancellation, mode Mode, hooks Hoo
 	case errors.Is(err, errCancelledMeanwhile):
 		return s.cancelReplay(ctx, c)
 	}
-	if res.Order.ID != 0 {
-		err = withAttempt(err, nil, map[string]int64{c.SKU: res.Remaining})
+	var cu *CommitUnanswered
+	if res.Order.ID != 0 && res.Order.CancelledAt != nil && errors.As(err, &cu) {
+		cu.Left, cu.CancelledAt = map[string]int64{c.SKU: res.Remaining}, *res.Order.CancelledAt
 	}
 	return CancelResult{}, wrapChangeErr(fmt.Sprintf("cancel order %d", c.OrderID), err)
 }

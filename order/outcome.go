@@ -163,18 +163,19 @@ func (s *Server) resolveCancel(ctx context.Context, id int64, cause error, log r
 		case err == nil && o.CancelledAt == nil:
 			return inventory.CancelResult{}, fmt.Errorf("%w: %w", errNotCommitted, cause)
 		case err == nil:
-			if left, known := inventory.LeftBy(cause, o.SKU); known {
+			if left, made, _ := inventory.CancelledBy(cause, o.SKU, *o.CancelledAt); made {
 				log.Info("cancellation's commit unanswered, but applied")
 				return inventory.CancelResult{Order: o, Remaining: left}, nil // the stock right after it
 			}
-			// The stock now is not the stock right after this cancellation: answered as the
-			// look-up it is, a replay with the stock now.
-			log.Info("cancellation's commit unanswered, but applied; the stock it left is not known")
-			prod, err := s.store.Product(ctx, o.SKU)
-			if err != nil {
-				return inventory.CancelResult{}, fmt.Errorf("%w: %w (and the stock: %w)", errOutcomeUnknown, cause, err)
+			// Cancelled, but not known to be by this attempt (a retry elsewhere may have done it
+			// after this one rolled back): answered as the replay it may be, with the stock now,
+			// or -1 when that cannot be read; the cancellation stands either way.
+			log.Info("order found cancelled after an unanswered commit, not known to be by this attempt")
+			remaining := int64(-1)
+			if prod, err := s.store.Product(ctx, o.SKU); err == nil {
+				remaining = prod.Stock
 			}
-			return inventory.CancelResult{Order: o, Remaining: prod.Stock, Replayed: true}, nil
+			return inventory.CancelResult{Order: o, Remaining: remaining, Replayed: true}, nil
 		}
 		select {
 		case <-ctx.Done():

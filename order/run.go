@@ -49,14 +49,26 @@ func retryStart(ctx context.Context, log *slog.Logger, step string, try func(con
 		if err == nil {
 			return nil
 		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("%s (%d attempts): %w", step, attempt, errors.Join(err, context.Cause(ctx)))
+		}
 		log.Warn("start: "+step+" failed; trying again", "attempt", attempt, "err", err)
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%s (%d attempts): %w", step, attempt, err)
+			return fmt.Errorf("%s (%d attempts): %w", step, attempt, errors.Join(err, context.Cause(ctx)))
 		case <-time.After(wait):
 		}
 		wait = min(2*wait, 2*time.Second)
 	}
+}
+
+// startFailed is Run's error for a start that did not complete: none when the replica was told to
+// stop meanwhile (a SIGTERM while the database was still out of reach is a clean exit).
+func startFailed(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return nil
+	}
+	return fmt.Errorf("orderd: %w", err)
 }
 
 // startAttempt bounds one attempt of a start step: a connection black-holed (nothing answers, nothing
@@ -75,24 +87,23 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	defer cancel()
 	var store *inventory.Store
 	err := retryStart(startCtx, log, "open the database", func(ctx context.Context) error {
-		s, err := inventory.Open(ctx, cfg.MySQLDSN, inventory.PoolOptions{})
-		if err != nil {
-			return err
-		}
-		if err := s.Migrate(ctx); err != nil {
-			return errors.Join(err, s.Close())
-		}
-		store = s
-		return nil
+		var err error
+		store, err = inventory.Open(ctx, cfg.MySQLDSN, inventory.PoolOptions{})
+		return err
 	})
 	if err != nil {
-		return fmt.Errorf("orderd: %w", err)
+		return startFailed(ctx, err)
 	}
 	defer func() {
 		if err := store.Close(); err != nil {
 			log.Warn("close database", "err", err)
 		}
 	}()
+	// Not retried: the database answered, and a migration may take longer than an attempt (a
+	// table copied), or wait for another replica's (up to 30 s).
+	if err := store.Migrate(startCtx); err != nil {
+		return startFailed(ctx, err)
+	}
 	var locks *dlock.Client
 	err = retryStart(startCtx, log, "connect to ZooKeeper", func(ctx context.Context) error {
 		var err error
@@ -101,7 +112,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("orderd: %w", err)
+		return startFailed(ctx, err)
 	}
 	defer func() { _ = locks.Close() }()
 
