@@ -204,23 +204,8 @@ func TestCommitAppliedReplyLostAnswersTheStockItLeft(t *testing.T) {
 			r, proxy, direct := behindDBProxy(t, mode)
 			const sku = "OUT-LEFT"
 			resetStock(t, r, sku, 10)
-			proxy.CutAfterQuery(isCommit, true)
-			answered := make(chan reply, 1)
-			go func() { answered <- buy(t, r, sku, 1, "left-1") }()
-			deadline := time.Now().Add(10 * time.Second)
-			for directAudit(t, direct, sku).Orders != 1 {
-				if time.Now().After(deadline) {
-					t.Fatal("the purchase's COMMIT never reached the database")
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
-			// Another replica's sale, while this one cannot learn what became of its COMMIT.
-			if _, err := direct.Deduct(context.Background(), inventory.Purchase{SKU: sku, Qty: 3, RequestID: "left-other", Replica: "other"},
-				inventory.CAS, inventory.Hooks{}); err != nil {
-				t.Fatal(err)
-			}
-			proxy.Restore()
-			rep := <-answered
+			rep := sellElsewhereWhileTheReplyIsLost(t, proxy, direct, sku, func() reply { return buy(t, r, sku, 1, "left-1") },
+				func() bool { return directAudit(t, direct, sku).Orders == 1 })
 			if rep.status != 201 || rep.body["remaining"] != float64(9) || rep.body["replayed"] != false {
 				t.Fatalf("want 201 with the stock this sale left (9), not the stock at the look-up (6): %d %s", rep.status, rep.raw)
 			}
@@ -240,27 +225,33 @@ func TestCancelAppliedReplyLostAnswersTheStockItLeft(t *testing.T) {
 	if bought.status != 201 {
 		t.Fatalf("buy: %d %s", bought.status, bought.raw)
 	}
+	rep := sellElsewhereWhileTheReplyIsLost(t, proxy, direct, sku, func() reply { return cancelOrder(t, r, bought) }, func() bool {
+		o, _, err := direct.OrderByID(context.Background(), bought.orderID())
+		return err == nil && o.CancelledAt != nil
+	})
+	if rep.status != 200 || rep.body["remaining"] != float64(10) || rep.body["replayed"] != false {
+		t.Fatalf("want 200 with the stock this cancellation left (10), not the stock at the look-up (7): %d %s", rep.status, rep.raw)
+	}
+}
+
+// sellElsewhereWhileTheReplyIsLost sends change with its COMMIT's reply lost and the database out
+// of the replica's reach, waits until applied sees the change in the database, sells 3 units of
+// sku as another replica would (straight to the database), then lets the replica learn the
+// outcome, and returns its answer.
+func sellElsewhereWhileTheReplyIsLost(t *testing.T, proxy *tcpproxy.Proxy, direct *inventory.Store, sku string, change func() reply, applied func() bool) reply {
+	t.Helper()
 	proxy.CutAfterQuery(isCommit, true)
 	answered := make(chan reply, 1)
-	go func() { answered <- cancelOrder(t, r, bought) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		o, _, err := direct.OrderByID(context.Background(), bought.orderID())
-		if err == nil && o.CancelledAt != nil {
-			break
-		}
+	go func() { answered <- change() }()
+	for deadline := time.Now().Add(10 * time.Second); !applied(); time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatal("the cancellation's COMMIT never reached the database")
+			t.Fatal("the COMMIT never reached the database")
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
-	if _, err := direct.Deduct(context.Background(), inventory.Purchase{SKU: sku, Qty: 3, RequestID: "left-c-other", Replica: "other"},
+	if _, err := direct.Deduct(context.Background(), inventory.Purchase{SKU: sku, Qty: 3, RequestID: sku + "-other", Replica: "other"},
 		inventory.CAS, inventory.Hooks{}); err != nil {
 		t.Fatal(err)
 	}
 	proxy.Restore()
-	rep := <-answered
-	if rep.status != 200 || rep.body["remaining"] != float64(10) || rep.body["replayed"] != false {
-		t.Fatalf("want 200 with the stock this cancellation left (10), not the stock at the look-up (7): %d %s", rep.status, rep.raw)
-	}
+	return <-answered
 }
