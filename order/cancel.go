@@ -75,7 +75,9 @@ func (s *Server) cancelOrder(c *gin.Context) {
 		result = "replayed"
 	}
 	s.metrics.cancellations.WithLabelValues(result).Inc()
-	s.stockGauge(res.Order.SKU).Set(float64(res.Remaining))
+	if res.Remaining >= 0 { // -1: a replay whose stock could not be read
+		s.stockGauge(res.Order.SKU).Set(float64(res.Remaining))
+	}
 	if !res.Replayed {
 		s.soldOut.noteRestock(res.Order.SKU)
 		s.feeds.notify(res.Order.SKU)

@@ -32,18 +32,20 @@ var (
 	idleTimeout       = 60 * time.Second
 )
 
-// startWindow bounds how long a replica tries to reach the database and ZooKeeper at start before
-// it gives up and exits, for its supervisor to start it again.
+// startWindow bounds how long a replica tries each step of its start (open the database, migrate
+// it, connect to ZooKeeper) before it gives up and exits, for its supervisor to start it again.
 const startWindow = 30 * time.Second
 
-// retryStart runs a step of the start until it succeeds or ctx ends, each attempt within
-// startAttempt: a replica started while the database or ZooKeeper is out of reach for a moment
+// retryStart runs a step of the start until it succeeds or its window (startWindow) ends, each
+// attempt within attemptBound: a replica started while the database or ZooKeeper is out of reach for a moment
 // (restarted, cut off, as a supervisor restarting a fleet after an outage meets them) comes up
 // when they are back, rather than exiting at the first refused connection.
-func retryStart(ctx context.Context, log *slog.Logger, step string, try func(context.Context) error) error {
+func retryStart(parent context.Context, log *slog.Logger, step string, attemptBound time.Duration, try func(context.Context) error) error {
+	ctx, cancelWindow := context.WithTimeout(parent, startWindow) // each step its own window
+	defer cancelWindow()
 	wait := 100 * time.Millisecond
 	for attempt := 1; ; attempt++ {
-		actx, cancel := context.WithTimeout(ctx, startAttempt)
+		actx, cancel := context.WithTimeout(ctx, attemptBound)
 		err := try(actx)
 		cancel()
 		if err == nil {
@@ -64,8 +66,9 @@ func retryStart(ctx context.Context, log *slog.Logger, step string, try func(con
 
 // startFailed is Run's error for a start that did not complete: none when the replica was told to
 // stop meanwhile (a SIGTERM while the database was still out of reach is a clean exit).
-func startFailed(ctx context.Context, err error) error {
-	if ctx.Err() != nil {
+func startFailed(ctx context.Context, log *slog.Logger, err error) error {
+	if errors.Is(ctx.Err(), context.Canceled) {
+		log.Info("stopped while starting", "err", err)
 		return nil
 	}
 	return fmt.Errorf("orderd: %w", err)
@@ -83,36 +86,34 @@ func writeTimeout(cfg Config) time.Duration { return cfg.LockTimeout + cfg.WorkD
 // node at once and let another replica in before the change ends), leaves the fleet, and closes
 // the lock client (its nodes go at once) and the database.
 func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
-	startCtx, cancel := context.WithTimeout(ctx, startWindow)
-	defer cancel()
 	var store *inventory.Store
-	err := retryStart(startCtx, log, "open the database", func(ctx context.Context) error {
+	err := retryStart(ctx, log, "open the database", startAttempt, func(ctx context.Context) error {
 		var err error
 		store, err = inventory.Open(ctx, cfg.MySQLDSN, inventory.PoolOptions{})
 		return err
 	})
 	if err != nil {
-		return startFailed(ctx, err)
+		return startFailed(ctx, log, err)
 	}
 	defer func() {
 		if err := store.Close(); err != nil {
 			log.Warn("close database", "err", err)
 		}
 	}()
-	// Not retried: the database answered, and a migration may take longer than an attempt (a
-	// table copied), or wait for another replica's (up to 30 s).
-	if err := store.Migrate(startCtx); err != nil {
-		return startFailed(ctx, err)
+	// Tried again too (the database may go between the two), but each attempt with the whole
+	// window: a migration may copy a table, or wait for another replica's.
+	if err := retryStart(ctx, log, "migrate the database", startWindow, store.Migrate); err != nil {
+		return startFailed(ctx, log, err)
 	}
 	var locks *dlock.Client
-	err = retryStart(startCtx, log, "connect to ZooKeeper", func(ctx context.Context) error {
+	err = retryStart(ctx, log, "connect to ZooKeeper", startAttempt, func(ctx context.Context) error {
 		var err error
 		locks, err = dlock.Connect(ctx, cfg.ZKServers,
 			dlock.WithSessionTimeout(cfg.ZKSessionTimeout), dlock.WithOwner(cfg.ReplicaID), dlock.WithLogger(log))
 		return err
 	})
 	if err != nil {
-		return startFailed(ctx, err)
+		return startFailed(ctx, log, err)
 	}
 	defer func() { _ = locks.Close() }()
 

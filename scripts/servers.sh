@@ -193,11 +193,12 @@ start_mysql() {
 	local dir=$1 port
 	port=$(free_port)
 	mkdir -p "$dir"
-	mariadb-install-db --no-defaults --datadir="$dir/data" --auth-root-authentication-method=normal \
-		--skip-test-db --user="$(id -un)" >"$dir/install.log" 2>&1 || { cat "$dir/install.log" >&2; die "mariadb-install-db failed"; }
-	# A tmpdir of its own: MariaDB deletes every #sql* file in its tmpdir when it starts, so with
-	# /tmp shared, one instance restarted (a fault test's) broke another's temporary tables.
+	# A tmpdir of its own, the install's too: MariaDB deletes every #sql* file in its tmpdir when it
+	# starts, so with /tmp shared, one instance restarted (a fault test's) broke another's
+	# temporary tables.
 	mkdir -p "$dir/tmp"
+	mariadb-install-db --no-defaults --datadir="$dir/data" --tmpdir="$dir/tmp" --auth-root-authentication-method=normal \
+		--skip-test-db --user="$(id -un)" >"$dir/install.log" 2>&1 || { cat "$dir/install.log" >&2; die "mariadb-install-db failed"; }
 	cat >"$dir/my.cnf" <<EOF
 [mysqld]
 datadir=$dir/data
