@@ -59,8 +59,16 @@ type skuFlow struct {
 // a hundredfold, and the waits through it the scale to its bound, so that for many turns after
 // it every newcomer was foreseen a queue of stalls and refused: 1,276 of the compose test's
 // 1,500 buyers got sku_busy after order2 was killed. Stalls in a row are the new pace (a slower
-// mode, a WORK_DELAY raised), and are learnt.
-const stallFactor, stallsInARowLearnt = 8, 3
+// mode, a WORK_DELAY raised), and are learnt. A stall is also long in itself (stallFloor, against
+// sessions of seconds): zk-batch's purchases end in bursts, a batch's time apart, and a burst's
+// first gap, many turns long, is its pace, not a stall.
+const (
+	stallFactor, stallsInARowLearnt = 8, 3
+	stallFloor                      = time.Second
+	// stallAfterTurns: a cold start's first turns are still being corrected (the first is shared
+	// out among everyone then in flight), so that a gap long next to them is no stall.
+	stallAfterTurns = 4
+)
 
 // turnWindow is how many turns the moving average weighs: enough to smooth one slow turn, few
 // enough to follow a change of mode or of WORK_DELAY within a fraction of a second.
@@ -127,9 +135,9 @@ func (f *skuFlow) foreseen(time.Time) time.Duration {
 const minScale, maxScale = 0.5, 2.0
 
 func (a *admission) leave(sku string, f *skuFlow, entered time.Time, foreseen time.Duration, turned bool) {
-	now := time.Now()
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	now := time.Now() // under the lock: ends racing for it must not make a gap run backwards
 	f.inFlight--
 	if !turned {
 		// Sent away from the queue, or timed out: no turn was served, and the burst of ends
@@ -141,7 +149,7 @@ func (a *admission) leave(sku string, f *skuFlow, entered time.Time, foreseen ti
 	}
 	gap := now.Sub(f.since)
 	stalled := false
-	if f.turns > 0 && f.turn > 0 && gap > stallFactor*f.turn {
+	if f.turns >= stallAfterTurns && gap > max(stallFactor*f.turn, stallFloor) {
 		f.longGaps++
 		stalled = f.longGaps < stallsInARowLearnt
 	} else {

@@ -106,14 +106,43 @@ func TestAdmissionForgetsAStallOnceItEnds(t *testing.T) {
 		}
 	}
 	// The new pace: long gaps in a row are learnt.
+	before := turnNow()
 	for range stallsInARowLearnt + 2 {
 		a.mu.Lock()
-		flow().since = time.Now().Add(-20 * flow().turn)
+		flow().since = time.Now().Add(-2 * time.Second)
 		a.mu.Unlock()
 		leaves[0](true)
 		leaves = leaves[1:]
 	}
-	if got := turnNow(); got <= 3*turn {
-		t.Errorf("turn %v after %d long gaps in a row, %v before: the new pace was not learnt", got, stallsInARowLearnt+2, turn)
+	if got := turnNow(); got <= 3*before {
+		t.Errorf("turn %v after %d gaps of 2 s in a row, %v before: the new pace was not learnt", got, stallsInARowLearnt+2, before)
+	}
+}
+
+// zk-batch's purchases end in bursts, a batch's time apart: the first gap of each burst, many
+// turns long, is the pace, not a stall. Taken for stalls (the review found it), every burst's was
+// dropped, the turn learnt only the bursts' microseconds, and nothing was refused again.
+func TestAdmissionLearnsBurstsAsTheirPace(t *testing.T) {
+	a := newAdmission(2500 * time.Millisecond)
+	var leaves []func(bool)
+	for range 200 {
+		leave, err := a.enter("BURST", ModeZKBatch, time.Now())
+		if err != nil {
+			break
+		}
+		leaves = append(leaves, leave)
+	}
+	for len(leaves) >= 16 { // batches of 16, 20 ms apart
+		time.Sleep(20 * time.Millisecond)
+		for _, leave := range leaves[:16] {
+			leave(true)
+		}
+		leaves = leaves[16:]
+	}
+	a.mu.Lock()
+	turn := a.skus["zk-batch/BURST"].turn
+	a.mu.Unlock()
+	if turn < 200*time.Microsecond { // 20 ms / 16 = 1.25 ms a purchase
+		t.Fatalf("turn %v for batches of 16 every 20 ms: the bursts' gaps were dropped as stalls", turn)
 	}
 }
