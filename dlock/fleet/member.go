@@ -154,7 +154,7 @@ func (m *Member) Status() error {
 	case serving:
 		select {
 		case <-m.hold.lost(): // judged now, as Enter judges it
-			return fmt.Errorf("%w: %w", ErrNotMember, m.hold.why())
+			return notMember(m.hold.why())
 		default:
 		}
 		return m.why
@@ -163,7 +163,16 @@ func (m *Member) Status() error {
 	case closed:
 		return ErrClosed
 	}
-	return fmt.Errorf("%w: %w", ErrNotMember, m.why)
+	return notMember(m.why)
+}
+
+// notMember says why the member is not one now, naming ErrNotMember once: the hold's reason
+// may already carry it.
+func notMember(why error) error {
+	if why == nil || errors.Is(why, ErrNotMember) {
+		return cmp.Or(why, ErrNotMember)
+	}
+	return fmt.Errorf("%w: %w", ErrNotMember, why)
 }
 
 // Mode is the mode this member last read under its hold (zero before it first joined).
@@ -269,7 +278,7 @@ func (m *Member) Enter(ctx context.Context) (*Pass, error) {
 			select {
 			case <-m.hold.lost(): // judged now: the watcher may not have run yet
 				m.mu.Unlock()
-				return nil, fmt.Errorf("%w: %w", ErrNotMember, m.hold.why())
+				return nil, notMember(m.hold.why())
 			default:
 			}
 			if m.why != nil {
@@ -284,7 +293,7 @@ func (m *Member) Enter(ctx context.Context) (*Pass, error) {
 		case rejoining:
 			err := m.why
 			m.mu.Unlock()
-			return nil, fmt.Errorf("%w: %w", ErrNotMember, err)
+			return nil, notMember(err)
 		case closed:
 			m.mu.Unlock()
 			return nil, ErrClosed
