@@ -107,7 +107,7 @@ func (a *admission) enter(sku string, mode LockMode, now time.Time) (leave func(
 		f = &skuFlow{scale: 1}
 		a.skus[sku] = f
 	}
-	raw := f.foreseen(now)
+	raw := f.foreseen()
 	if wait := time.Duration(float64(raw) * f.scale); a.budget > 0 && wait > a.budget {
 		return nil, &errSKUBusy{wait: wait, retryAfter: wait - a.budget}
 	}
@@ -123,7 +123,7 @@ func (a *admission) enter(sku string, mode LockMode, now time.Time) (leave func(
 // is not counted as a queue: refusing newcomers through it refused 875 of 1,500 buyers in the
 // compose test of a killed replica, who would have been served once the session ended, within
 // LOCK_TIMEOUT, which still bounds their wait.
-func (f *skuFlow) foreseen(time.Time) time.Duration {
+func (f *skuFlow) foreseen() time.Duration {
 	if f.inFlight == 0 || f.turns == 0 {
 		return 0 // nobody ahead, or no turn measured yet: admit, and learn
 	}

@@ -66,8 +66,8 @@ func TestAdmissionRefusesAQueueNotAStall(t *testing.T) {
 func TestAdmissionForgetsAStallOnceItEnds(t *testing.T) {
 	a := newAdmission(2500 * time.Millisecond)
 	var leaves []func(bool)
-	enter := func() error {
-		leave, err := a.enter("AFTER", ModeZK, time.Now())
+	enter := func(at time.Time) error {
+		leave, err := a.enter("AFTER", ModeZK, at)
 		if err == nil {
 			leaves = append(leaves, leave)
 		}
@@ -76,20 +76,20 @@ func TestAdmissionForgetsAStallOnceItEnds(t *testing.T) {
 	flow := func() *skuFlow { return a.skus["zk/AFTER"] } // under a.mu
 	turnNow := func() time.Duration { a.mu.Lock(); defer a.mu.Unlock(); return flow().turn }
 	for range 40 { // a steady queue of 10 ms turns
-		if err := enter(); err != nil {
+		if err := enter(time.Now()); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(10 * time.Millisecond)
 		leaves[0](true)
 		leaves = leaves[1:]
 	}
-	for range 30 { // 30 in flight, as the compose test's clients
-		if err := enter(); err != nil {
+	for range 30 { // 30 in flight, as the compose test's clients, come as the stall began
+		if err := enter(time.Now().Add(-4 * time.Second)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	a.mu.Lock()
-	turn := flow().turn
+	turn, scale := flow().turn, flow().scale
 	flow().since = time.Now().Add(-4 * time.Second) // the holder killed: its node stayed a session
 	a.mu.Unlock()
 	for _, leave := range leaves { // the stall ends; the queue behind it goes at the usual pace
@@ -100,8 +100,16 @@ func TestAdmissionForgetsAStallOnceItEnds(t *testing.T) {
 	if got := turnNow(); got > 3*turn {
 		t.Fatalf("turn %v after the stall, %v before: the stall was learnt as a turn", got, turn)
 	}
+	// Nor is it learnt in the scale: the queue that waited through it waited seconds for a few
+	// turns' foreseen wait, which says how long the stall was, not how good the estimate is.
+	a.mu.Lock()
+	after := flow().scale
+	a.mu.Unlock()
+	if after > scale*1.25 {
+		t.Fatalf("scale %.2f after the stall, %.2f before: its waiters' waits were learnt", after, scale)
+	}
 	for i := range 30 {
-		if err := enter(); err != nil {
+		if err := enter(time.Now()); err != nil {
 			t.Fatalf("newcomer %d after the stall: %v, want admitted (30 × %v within 2.5 s)", i, err, turn)
 		}
 	}
