@@ -14,4 +14,8 @@ var (
 	ErrKeyReused = errors.New("inventory: idempotency key used for a different purchase")
 	// ErrUnknownOrder: no such order (of that SKU).
 	ErrUnknownOrder = errors.New("inventory: unknown order")
+	// ErrMisconfigured: MYSQL_DSN, or the settings it gives the database's sessions, can never
+	// work, whatever the database's state: trying again only delays the answer. (A refused
+	// login or an unknown database is not one: a database being provisioned answers so.)
+	ErrMisconfigured = errors.New("inventory: misconfigured")
 )

@@ -64,7 +64,7 @@ const (
 func Open(ctx context.Context, dsn string, pool PoolOptions) (*Store, error) {
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("inventory: parse MYSQL_DSN: %w", err)
+		return nil, fmt.Errorf("%w: parse MYSQL_DSN: %w", ErrMisconfigured, err)
 	}
 	cfg.ClientFoundRows = true
 	cfg.ParseTime = true
@@ -152,7 +152,7 @@ func (s *Store) checkWaitTimeout(ctx context.Context) error {
 }
 
 // ErrAutoIncrement: the database's auto_increment_increment is not 1; see Open.
-var ErrAutoIncrement = errors.New("inventory: auto_increment_increment must be 1")
+var ErrAutoIncrement = fmt.Errorf("%w: auto_increment_increment must be 1", ErrMisconfigured)
 
 // checkAutoIncrement reads auto_increment_increment as the pool's sessions have it: the global
 // value, or the DSN's if it sets one, which the driver sets on every connection it opens. That
@@ -172,7 +172,7 @@ func (s *Store) checkAutoIncrement(ctx context.Context) error {
 }
 
 // ErrUnsafeCharset: the connection's character set is not one whose escaping is safe; see Open.
-var ErrUnsafeCharset = errors.New("inventory: the connection's character set must be utf8mb4, utf8mb3, latin1, ascii or binary")
+var ErrUnsafeCharset = fmt.Errorf("%w: the connection's character set must be utf8mb4, utf8mb3, latin1, ascii or binary", ErrMisconfigured)
 
 // checkCharset reads the character set the pool's sessions send statements in (the DSN's
 // charset, or the server's default) and refuses one in which the driver's escaping of arguments

@@ -39,7 +39,8 @@ const startWindow = 30 * time.Second
 // retryStart runs a step of the start until it succeeds or its window (startWindow) ends, each
 // attempt within attemptBound: a replica started while the database or ZooKeeper is out of reach for a moment
 // (restarted, cut off, as a supervisor restarting a fleet after an outage meets them) comes up
-// when they are back, rather than exiting at the first refused connection.
+// when they are back, rather than exiting at the first refused connection. A configuration that
+// can never work (inventory.ErrMisconfigured) is not tried again.
 func retryStart(parent context.Context, log *slog.Logger, step string, attemptBound time.Duration, try func(context.Context) error) error {
 	ctx, cancelWindow := context.WithTimeout(parent, startWindow) // each step its own window
 	defer cancelWindow()
@@ -50,6 +51,9 @@ func retryStart(parent context.Context, log *slog.Logger, step string, attemptBo
 		cancel()
 		if err == nil {
 			return nil
+		}
+		if errors.Is(err, inventory.ErrMisconfigured) {
+			return fmt.Errorf("%s: %w", step, err) // no attempt can succeed: say so now
 		}
 		if ctx.Err() != nil {
 			return fmt.Errorf("%s (%d attempts): %w", step, attempt, errors.Join(err, context.Cause(ctx)))
