@@ -2,6 +2,8 @@ package inventory
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
@@ -51,15 +53,16 @@ func (s *Store) Cancel(ctx context.Context, c Cancellation, mode Mode, hooks Hoo
 		if err != nil {
 			return err
 		}
-		now := time.Now().UTC().Truncate(time.Millisecond)
-		r := tx.Model(&Order{}).Where("id = ? AND cancelled_at IS NULL", o.ID).Update("cancelled_at", now)
+		now, attempt := s.now().UTC().Truncate(time.Millisecond), newCancelAttempt()
+		r := tx.Model(&Order{}).Where("id = ? AND cancelled_at IS NULL", o.ID).
+			Updates(map[string]any{"cancelled_at": now, "cancel_attempt": attempt})
 		switch {
 		case r.Error != nil:
 			return fmt.Errorf("mark cancelled: %w", r.Error)
 		case r.RowsAffected == 0:
 			return errCancelledMeanwhile // roll the restock back
 		}
-		o.CancelledAt = &now
+		o.CancelledAt, o.CancelAttempt = &now, attempt
 		res = CancelResult{Order: o, Remaining: left[c.SKU]}
 		return beforeCommit(hooks.BeforeCommit)
 	})
@@ -71,9 +74,16 @@ func (s *Store) Cancel(ctx context.Context, c Cancellation, mode Mode, hooks Hoo
 	}
 	var cu *CommitUnanswered
 	if res.Order.ID != 0 && res.Order.CancelledAt != nil && errors.As(err, &cu) {
-		cu.Left, cu.CancelledAt = map[string]int64{c.SKU: res.Remaining}, *res.Order.CancelledAt
+		cu.Left, cu.CancelAttempt = map[string]int64{c.SKU: res.Remaining}, res.Order.CancelAttempt
 	}
 	return CancelResult{}, wrapChangeErr(fmt.Sprintf("cancel order %d", c.OrderID), err)
+}
+
+// newCancelAttempt names one attempt at a cancellation (Order.CancelAttempt).
+func newCancelAttempt() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+: it crashes the program instead)
+	return hex.EncodeToString(b[:])
 }
 
 func orderOf(tx *gorm.DB, c Cancellation) (Order, error) {

@@ -16,6 +16,12 @@ func (s *Store) InsertLegacyCartForTest(ctx context.Context, c Cart) error {
 	return s.db.WithContext(ctx).Create(&orders).Error
 }
 
+// FreezeClockForTest stops the store's process clock at at: two stores so frozen write the same
+// times, as two attempts a moment apart may.
+func (s *Store) FreezeClockForTest(at time.Time) {
+	s.now = func() time.Time { return at }
+}
+
 // SkewClockForTest sets the store's process clock off by d, as another host's would be.
 func (s *Store) SkewClockForTest(d time.Duration) {
 	s.now = func() time.Time { return time.Now().Add(d) }

@@ -34,6 +34,10 @@ type Order struct {
 	CreatedAt  time.Time `gorm:"column:created_at" json:"created_at"`
 	// CancelledAt is when the order was cancelled and its units returned to stock; NULL while it stands.
 	CancelledAt *time.Time `gorm:"column:cancelled_at" json:"cancelled_at,omitempty"`
+	// CancelAttempt names the attempt whose cancellation marked the order, so that one whose
+	// COMMIT went unanswered tells its own mark from a retry's. The time could not: an attempt
+	// rolled back and a retry right behind it wrote the same millisecond.
+	CancelAttempt string `gorm:"column:cancel_attempt;size:32;not null;default:''" json:"-"`
 }
 
 func (Product) TableName() string { return "products" }

@@ -24,10 +24,11 @@ type CommitUnanswered struct {
 	Conn   int64            // CONNECTION_ID() of the transaction's connection; 0 when not known
 	Orders []int64          // the ids of the orders the transaction inserted; nil when not known
 	Left   map[string]int64 // the stock per SKU its writes left; nil when not known
-	// CancelledAt is the cancelled_at a cancellation wrote: the order found cancelled with
-	// another was cancelled by another attempt (a retry where no lock keeps it out).
-	CancelledAt time.Time
-	err         error
+	// CancelAttempt names the cancellation that went unanswered (Order.CancelAttempt): the order
+	// found cancelled by another was cancelled by another attempt (a retry where no lock keeps
+	// it out).
+	CancelAttempt string
+	err           error
 }
 
 func (e *CommitUnanswered) Error() string { return e.err.Error() }
@@ -60,15 +61,15 @@ func withAttempt(err error, orders []Order, left map[string]int64) error {
 	return err
 }
 
-// CancelledBy says whether the unanswered cancellation of cause is the one that marked its order
-// cancelled at at, and then the stock it left sku with; known is false when cause does not say.
-func CancelledBy(cause error, sku string, at time.Time) (left int64, made, known bool) {
+// CancelledBy says whether the unanswered cancellation of cause is the one that marked o
+// cancelled, and then the stock it left o's SKU with; known is false when cause does not say.
+func CancelledBy(cause error, o Order) (left int64, made, known bool) {
 	var cu *CommitUnanswered
-	if !errors.As(cause, &cu) || cu.CancelledAt.IsZero() {
+	if !errors.As(cause, &cu) || cu.CancelAttempt == "" {
 		return 0, false, false
 	}
-	left, known = cu.Left[sku]
-	return left, known && cu.CancelledAt.Equal(at), known
+	left, known = cu.Left[o.SKU]
+	return left, known && o.CancelledAt != nil && cu.CancelAttempt == o.CancelAttempt, known
 }
 
 // LeftBy is the stock the unanswered attempt of cause left sku with, if it applied; known is

@@ -163,7 +163,7 @@ func (s *Server) resolveCancel(ctx context.Context, id int64, cause error, log r
 		case err == nil && o.CancelledAt == nil:
 			return inventory.CancelResult{}, fmt.Errorf("%w: %w", errNotCommitted, cause)
 		case err == nil:
-			if left, made, _ := inventory.CancelledBy(cause, o.SKU, *o.CancelledAt); made {
+			if left, made, _ := inventory.CancelledBy(cause, o); made {
 				log.Info("cancellation's commit unanswered, but applied")
 				return inventory.CancelResult{Order: o, Remaining: left}, nil // the stock right after it
 			}

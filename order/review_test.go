@@ -107,6 +107,61 @@ func TestRetriedKeyIsNotCreatedTwice(t *testing.T) {
 	}
 }
 
+// The same for a cancellation: its COMMIT never reached the server (rolled back), and a retry on
+// another replica cancelled the order while the first could not ask the database. The first
+// one's resolver finds the order cancelled, at the retry's time, not its own: it must answer a
+// replay with the stock as it is then (3 more sold since), not claim the cancellation and the
+// stock the retry left.
+func TestRetriedCancelIsNotAnsweredAsItsOwn(t *testing.T) {
+	for _, mode := range []order.LockMode{order.ModeDBForUpdate, order.ModeDBCAS} {
+		t.Run(string(mode), func(t *testing.T) {
+			dsn := testenv.MySQLDatabase(t)
+			proxy, proxied := tcpproxy.ProxiedDSN(t, dsn, nil)
+			first := ordertest.Start(t, 1, ordertest.Options{Mode: mode, DSN: proxied})[0]
+			retry := ordertest.Start(t, 1, ordertest.Options{Mode: mode, DSN: dsn, FirstNumber: 2})[0]
+			const sku = "REVIEW-RECANCEL"
+			resetStock(t, retry, sku, 10)
+			bought := buy(t, retry, sku, 1, "K-RECANCEL")
+			if bought.status != 201 {
+				t.Fatalf("buy: %d %s", bought.status, bought.raw)
+			}
+			fired := proxy.DropQueryAndHold(isCommit)
+			answers := make(chan reply, 1)
+			go func() { answers <- cancelOrder(t, first, bought) }()
+			select {
+			case <-fired:
+			case one := <-answers:
+				t.Fatalf("first cancellation answered before its COMMIT was dropped: %d %s", one.status, one.raw)
+			}
+			two := cancelOrder(t, retry, bought)
+			if two.status != 200 || two.body["replayed"] != false || two.body["remaining"] != float64(10) {
+				t.Fatalf("the retry: %d %s, want 200, not replayed, 10 left", two.status, two.raw)
+			}
+			if sold := buy(t, retry, sku, 3, ""); sold.status != 201 {
+				t.Fatalf("a later sale: %d %s", sold.status, sold.raw)
+			}
+			proxy.Restore()
+			one := <-answers
+			if one.status != 200 && one.code() != "outcome_unknown" {
+				t.Fatalf("the first cancellation: %d %s, want 200 (a replay) or outcome_unknown", one.status, one.raw)
+			}
+			if one.status == 200 && (one.body["replayed"] != true || one.body["remaining"] != float64(7)) {
+				t.Fatalf("the first cancellation, rolled back: %d %s, want a replay with the stock now (7)", one.status, one.raw)
+			}
+			cancelled := 0
+			for _, r := range []*replica{first, retry} {
+				cancelled += metricValue(t, r, `zkstock_cancellations_total{result="cancelled"}`)
+			}
+			if cancelled != 1 {
+				t.Fatalf("%d cancellations counted as made for one", cancelled)
+			}
+			if a := auditOf(t, retry, sku); a.Orders != 1 || a.UnitsSold != 3 || a.Stock != 7 || a.LostUpdates != 0 {
+				t.Fatalf("audit %+v", a)
+			}
+		})
+	}
+}
+
 // metricValue reads one counter of a replica's metrics, 0 when it is absent.
 func metricValue(t *testing.T, r *replica, name string) int {
 	t.Helper()
