@@ -87,8 +87,8 @@ func TestNemesis(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		name := fmt.Sprintf("%s-%d", mode, seed)
-		t.Run(name, func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s-%d", mode, seed), func(t *testing.T) {
+			name := t.Name() // unique, where a mode and seed run twice are not
 			defer func() {
 				if t.Failed() && !recap.has(name) {
 					recap.add(name, "stopped early; its log says why")
@@ -275,6 +275,10 @@ func runNemesis(t *testing.T, run nemesisRun) {
 	// The faults, as the seed schedules them; what is still on at the end is healed.
 	t0 := time.Now()
 	endEpochs, epochsDone := make(chan struct{}), make(chan struct{})
+	// Stopped on every way out: a run ended by a t.Fatal must not leave its epochs running into
+	// the next run.
+	stopEpochs := sync.OnceFunc(func() { close(endEpochs); <-epochsDone })
+	defer stopEpochs()
 	go func() {
 		defer close(epochsDone)
 		// No epoch starts in a run's last 20 s: too short a history to be worth its SKUs.
@@ -352,8 +356,7 @@ func runNemesis(t *testing.T, run nemesisRun) {
 		healOne(0)
 	}
 	f.switches.Wait()
-	close(endEpochs)
-	<-epochsDone
+	stopEpochs()
 	healedAt := time.Now()
 	if !f.ensembleWhole(60 * time.Second) {
 		f.note("the ZooKeeper ensemble was not whole 60 s after every fault was healed")

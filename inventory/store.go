@@ -162,7 +162,10 @@ func (s *Store) checkAutoIncrement(ctx context.Context) error {
 	if err := s.db.WithContext(ctx).Raw("SELECT @@SESSION.auto_increment_increment").Scan(&inc).Error; err != nil {
 		return fmt.Errorf("inventory: read auto_increment_increment: %w", err)
 	}
-	if !inc.Valid || inc.Int64 != 1 {
+	if !inc.Valid { // no answer is not a wrong one: the start tries again
+		return errors.New("inventory: read auto_increment_increment: no value")
+	}
+	if inc.Int64 != 1 {
 		return fmt.Errorf("%w, the database has %d: a multi-row insert of orders takes their ids from the first id "+
 			"and an increment of 1, so the orders of a batch would be answered with ids that are not theirs. "+
 			"Set auto_increment_increment=1 for this database's sessions (on Galera: wsrep_auto_increment_control=OFF "+
