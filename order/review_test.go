@@ -93,11 +93,7 @@ func TestRetriedKeyIsNotCreatedTwice(t *testing.T) {
 			if one.status == 200 && (one.body["replayed"] != true || one.orderID() != two.orderID()) {
 				t.Fatalf("the first purchase: %d %s, want the retry's order %d replayed", one.status, one.raw, two.orderID())
 			}
-			created := 0
-			for _, r := range []*replica{first, retry} {
-				created += metricValue(t, r, `zkstock_orders_total{result="created"}`)
-			}
-			if created != 1 {
+			if created := sumMetric(t, []*replica{first, retry}, `zkstock_orders_total{result="created"}`); created != 1 {
 				t.Fatalf("%d purchases counted as created for one sale", created)
 			}
 			if a := auditOf(t, retry, sku); a.Orders != 1 || a.UnitsSold != 1 || a.Stock != 9 || a.LostUpdates != 0 {
@@ -156,11 +152,7 @@ func TestRetriedCancelIsNotAnsweredAsItsOwn(t *testing.T) {
 			if one.status == 200 && (one.body["replayed"] != true || one.body["remaining"] != float64(7)) {
 				t.Fatalf("the first cancellation, rolled back: %d %s, want a replay with the stock now (7)", one.status, one.raw)
 			}
-			cancelled := 0
-			for _, r := range []*replica{first, retry} {
-				cancelled += metricValue(t, r, `zkstock_cancellations_total{result="cancelled"}`)
-			}
-			if cancelled != 1 {
+			if cancelled := sumMetric(t, []*replica{first, retry}, `zkstock_cancellations_total{result="cancelled"}`); cancelled != 1 {
 				t.Fatalf("%d cancellations counted as made for one", cancelled)
 			}
 			if a := auditOf(t, retry, sku); a.Orders != 1 || a.UnitsSold != 3 || a.Stock != 7 || a.LostUpdates != 0 {
