@@ -341,6 +341,20 @@ func runNemesis(t *testing.T, run nemesisRun) {
 	for _, fault := range schedule {
 		healDue(t0.Add(fault.At))
 		time.Sleep(time.Until(t0.Add(fault.At)))
+		// The schedule keeps one resource's faults apart in its own time; a run behind it (a
+		// slow heal: a server that takes seconds to start on a loaded machine) would start the
+		// next on a resource before the last is healed, and kill a replica already killed
+		// (zk seed 601 at length stopped so: "signal killed to order2: process already
+		// finished"). The next waits for those it contends with to end, as drawn.
+		var contended time.Time
+		for _, a := range active {
+			if nemesis.Contend(a.f, fault) {
+				contended = later(contended, a.start.Add(a.f.Hold))
+			}
+		}
+		if !contended.IsZero() {
+			healDue(contended.Add(time.Nanosecond))
+		}
 		f.prepare(fault)
 		start := time.Now()
 		what, heal := f.inject(fault)
@@ -472,6 +486,13 @@ func runNemesis(t *testing.T, run nemesisRun) {
 	case !sum.Passed:
 		f.fail("%s seed %d: anomalies %v; reproduce with %s; the histories and their visualizations in %s", run.mode, run.seed, sum.Anomalies, sum.Reproduce, abs)
 	}
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // buildCommit is the checkout's commit, "+dirty" when it has changes, or "" outside git.

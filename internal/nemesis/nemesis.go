@@ -248,6 +248,17 @@ func aboutReplica(k Kind) bool {
 	return false
 }
 
+// Contend says whether faults a and b claim a resource in common: the schedule never has them
+// on at once, and a run that falls behind it must not either.
+func Contend(a, b Fault) bool {
+	for _, r := range resources(a) {
+		if slices.Contains(resources(b), r) {
+			return true
+		}
+	}
+	return false
+}
+
 // resources are what a fault claims while it lasts.
 func resources(f Fault) []string {
 	r := fmt.Sprint(f.Replica)

@@ -46,20 +46,11 @@ func TestScheduleStaggersAndAlternates(t *testing.T) {
 			t.Fatalf("fault %d (%v) out of order or past the end", i, f)
 		}
 		for _, g := range fs[:i] {
-			if g.At+max(g.Hold, p.Session) > f.At && overlaps(resources(g), resources(f)) {
+			if g.At+max(g.Hold, p.Session) > f.At && Contend(g, f) {
 				t.Fatalf("%v and %v claim the same resource at once", g, f)
 			}
 		}
 	}
-}
-
-func overlaps(a, b []string) bool {
-	for _, x := range a {
-		if slices.Contains(b, x) {
-			return true
-		}
-	}
-	return false
 }
 
 // A switch stays within the class of the mode under test, and always changes the mode.
@@ -156,5 +147,28 @@ func TestEveryKindHasAColourOfItsOwn(t *testing.T) {
 			t.Errorf("%s and %s are both drawn in %s", other, k, c)
 		}
 		seen[c] = k
+	}
+}
+
+// Contend is what the run waits on when it falls behind the schedule: faults on one replica's
+// process or link, or on one server, contend; faults on different ones do not.
+func TestContend(t *testing.T) {
+	for _, c := range []struct {
+		a, b Fault
+		want bool
+	}{
+		{Fault{Kind: Kill, Replica: 1}, Fault{Kind: Kill, Replica: 1}, true},
+		{Fault{Kind: Kill, Replica: 1}, Fault{Kind: Pause, Replica: 1}, true},
+		{Fault{Kind: Kill, Replica: 1}, Fault{Kind: Kill, Replica: 2}, false},
+		{Fault{Kind: Kill, Replica: 1}, Fault{Kind: CutZK, Replica: 1}, false},
+		{Fault{Kind: Isolate, Replica: 0}, Fault{Kind: CutDB, Replica: 0}, true},
+		{Fault{Kind: PauseAtCommit, Replica: 0}, Fault{Kind: CutDB, Replica: 0}, true},
+		{Fault{Kind: ZKLeader, Replica: -1}, Fault{Kind: FollowerCut, Replica: -1}, true},
+		{Fault{Kind: DBRestart, Replica: -1}, Fault{Kind: BlockCommits, Replica: -1}, true},
+		{Fault{Kind: DBRestart, Replica: -1}, Fault{Kind: RedisRestart, Replica: -1}, false},
+	} {
+		if got := Contend(c.a, c.b); got != c.want || Contend(c.b, c.a) != c.want {
+			t.Errorf("Contend(%v, %v) = %v, want %v both ways", c.a.Kind, c.b.Kind, got, c.want)
+		}
 	}
 }
