@@ -342,10 +342,11 @@ func runNemesis(t *testing.T, run nemesisRun) {
 		healDue(t0.Add(fault.At))
 		time.Sleep(time.Until(t0.Add(fault.At)))
 		// The schedule keeps one resource's faults apart in its own time; a run behind it (a
-		// slow heal: a server that takes seconds to start on a loaded machine) would start the
-		// next on a resource before the last is healed, and kill a replica already killed
-		// (zk seed 601 at length stopped so: "signal killed to order2: process already
-		// finished"). The next waits for those it contends with to end, as drawn.
+		// fault on the ensemble waits up to 15 s for it to be whole; stopping a server, blocking
+		// commits and a pause at a COMMIT take seconds too) would start the next on a resource
+		// before the last is healed, and kill a replica already killed (zk seed 601 at length
+		// stopped so: "signal killed to order2: process already finished"). The next waits
+		// for those it contends with to end, as drawn.
 		var contended time.Time
 		for _, a := range active {
 			if nemesis.Contend(a.f, fault) {
