@@ -169,8 +169,11 @@ func (m *Member) Status() error {
 // notMember says why the member is not one now, naming ErrNotMember once: the hold's reason
 // may already carry it.
 func notMember(why error) error {
-	if why == nil || errors.Is(why, ErrNotMember) {
-		return cmp.Or(why, ErrNotMember)
+	switch {
+	case why == nil:
+		return ErrNotMember
+	case errors.Is(why, ErrNotMember):
+		return why
 	}
 	return fmt.Errorf("%w: %w", ErrNotMember, why)
 }
