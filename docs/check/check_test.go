@@ -153,8 +153,8 @@ func cells(row string) []string {
 }
 
 // TestGlanceFiguresHaveTheirSource: every figure in the answers of the README's "numbers at a
-// glance" appears in a section that the row links to, so the README cannot drift from the run it
-// quotes.
+// glance" appears in a section that the row links to, and so does the date the row gives for its
+// runs (every row gives one), so the README cannot drift from the run it quotes.
 func TestGlanceFiguresHaveTheirSource(t *testing.T) {
 	readme := filepath.Join(root, "README.md")
 	text := section(t, readme, "the-numbers-at-a-glance")
@@ -181,6 +181,16 @@ func TestGlanceFiguresHaveTheirSource(t *testing.T) {
 			t.Errorf("%q cites no page of the project", cs[0])
 			continue
 		}
+		// the row says when its figures were run, and its source says so too
+		dates := dateRE.FindAllString(cs[2], -1)
+		if len(dates) == 0 {
+			t.Errorf("%q does not say when its figures were run (a date in its from cell)", cs[0])
+		}
+		for _, d := range dates {
+			if !strings.Contains(strings.Join(sources, "\n"), d) {
+				t.Errorf("%q: the date %s is not in the section it cites (%s)", cs[0], d, cs[2])
+			}
+		}
 		have := map[string]bool{}
 		for _, s := range sources {
 			for _, f := range figures(s) {
@@ -197,6 +207,8 @@ func TestGlanceFiguresHaveTheirSource(t *testing.T) {
 		t.Fatalf("found %d rows in the README's numbers at a glance; the table moved?", rows)
 	}
 }
+
+var dateRE = regexp.MustCompile(`\b20\d\d-\d\d-\d\d\b`)
 
 var fromRE = regexp.MustCompile(`^<!-- from: (\S+) -->$`)
 
