@@ -21,8 +21,8 @@ DLOCK_PKGS := github.com/zkstock/zkstock/dlock/...
 check-go:
 	@GO=$(GO) scripts/check-go.sh
 
-## test: gofmt, go vet, docker-compose.yml check, then go test -race ./... (and dlock's module) against real servers;
-## needs root for apt-get (about ten Debian packages, about 640 MB, when missing), up to 20 minutes
+## test: gofmt, go vet, docker-compose.yml check, then go test -race ./... and dlock's module
+## against real servers; needs root for apt-get (about ten Debian packages, about 640 MB, when missing), up to 20 minutes
 test: check-go lint compose-check
 	$(SERVERS) run -- $(GO) test -race -count=1 -timeout 20m ./... $(DLOCK_PKGS)
 
