@@ -3,6 +3,8 @@
 FROM golang:1.26-bookworm AS build
 WORKDIR /src
 COPY go.mod go.sum ./
+# the dlock module, which go.mod replaces with ./dlock
+COPY dlock/go.mod dlock/go.sum ./dlock/
 RUN go mod download
 COPY . .
 RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/ ./cmd/orderd ./cmd/loadtest ./cmd/lockdemo

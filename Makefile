@@ -9,6 +9,10 @@ BENCH_ROUNDS ?= 6
 DEMO_FLAGS ?=
 FUZZTIME ?= 30s
 FUZZ_CORPUS := order/testdata/fuzz/FuzzAPI
+# dlock is a module of its own (dlock/go.mod), which go.mod requires and replaces with ./dlock:
+# ./... from the root stops at its go.mod, so test names its packages by their import path (one
+# go test run, the packages in parallel), and lint vets it from its own module, under its own go line
+DLOCK_PKGS := github.com/zkstock/zkstock/dlock/...
 
 .PHONY: check-go test test-faults nemesis test-nemesis lint compose-check compose-test screenshots footprint scale scale-ab syscalls-ab bench demo demo-up demo-down flash-sale servers-start servers-stop help
 
@@ -17,10 +21,10 @@ FUZZ_CORPUS := order/testdata/fuzz/FuzzAPI
 check-go:
 	@GO=$(GO) scripts/check-go.sh
 
-## test: gofmt, go vet, docker-compose.yml check, then go test -race ./... against real servers;
-## needs root for apt-get (about ten Debian packages, about 640 MB, when missing), up to 20 minutes
+## test: gofmt, go vet, docker-compose.yml check, then go test -race ./... and dlock's module
+## against real servers; needs root for apt-get (about ten Debian packages, about 640 MB, when missing), up to 20 minutes
 test: check-go lint compose-check
-	$(SERVERS) run -- $(GO) test -race -count=1 -timeout 20m ./...
+	$(SERVERS) run -- $(GO) test -race -count=1 -timeout 20m ./... $(DLOCK_PKGS)
 
 ## test-faults: the fault scenarios (processes killed, paused, cut off; ZooKeeper and MariaDB
 ## stopped) and a bounded fuzz run; the results table goes to out/reliability-table.md
@@ -59,11 +63,14 @@ test-nemesis: check-go
 		NEMESIS_DURATION='$(NEMESIS_CI_DURATION)' NEMESIS_FAULTS='$(NEMESIS_CI_FAULTS)' \
 		$(GO) test -count=1 -timeout 30m -run '^TestNemesis$$' -v ./faults
 
-## lint: gofmt and go vet
+## lint: gofmt and go vet, of the root module and of dlock's (whose go.mod must hold exactly what
+## it imports)
 lint: check-go
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) -C dlock vet ./...
+	$(GO) -C dlock mod tidy -diff
 
 ## compose-check: docker-compose.yml is valid (Debian's docker-compose; no Docker engine needed)
 compose-check:

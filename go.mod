@@ -17,6 +17,7 @@ require (
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/schollz/progressbar/v3 v3.19.1
 	github.com/tsenart/vegeta/v12 v12.13.0
+	github.com/zkstock/zkstock/dlock v0.0.0
 	golang.org/x/term v0.47.0
 	gorm.io/driver/mysql v1.6.0
 	gorm.io/gorm v1.31.2
@@ -73,3 +74,5 @@ require (
 )
 
 tool golang.org/x/perf/cmd/benchstat
+
+replace github.com/zkstock/zkstock/dlock => ./dlock

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/zkstock/zkstock/dlock"
-	"github.com/zkstock/zkstock/internal/tcpproxy"
-	"github.com/zkstock/zkstock/internal/testenv"
+	"github.com/zkstock/zkstock/dlock/testsupport/tcpproxy"
+	"github.com/zkstock/zkstock/dlock/testsupport/testenv"
 )
 
 func TestLeaseContextEndsWithTheLease(t *testing.T) {

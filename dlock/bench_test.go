@@ -16,7 +16,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/zkstock/zkstock/dlock"
-	"github.com/zkstock/zkstock/internal/testenv"
+	"github.com/zkstock/zkstock/dlock/testsupport/testenv"
 )
 
 // BenchmarkMutex acquires and releases one lock from 1, 3 and 30 contenders, each with its own
@@ -24,7 +24,7 @@ import (
 // go-zookeeper's zk.Lock, Apache Curator's InterProcessMutex (Java, warmed up before timing) and
 // kazoo's Lock (Debian's python3).
 //
-//	make bench   (go test -run '^$' -bench Mutex -benchtime 3000x ./dlock, in rounds)
+//	make bench   (go -C dlock test -run '^$' -bench Mutex -benchtime 3000x ., in rounds)
 func BenchmarkMutex(b *testing.B) {
 	for _, contenders := range []int{1, 3, 30} {
 		b.Run(fmt.Sprintf("impl=dlock/contenders=%d", contenders), func(b *testing.B) {

@@ -114,11 +114,17 @@
 //
 // # The API
 //
-// Like etcd's concurrency package, dlock keeps a small surface: Client (one session, its
-// connection states through WithStateListener), Mutex, RWMutex, Lease (token, Lost, Context,
-// Unlock), LockAll for several locks at once, errors, options and Stats. Locks are reentrant
-// through the context only (see Mutex.Lock). The textbook recipes it is measured against (spin,
-// node-watch, herd) live in dlock/teaching.
+// Like etcd's concurrency package, dlock keeps the surface a lock's user needs small: Client (one
+// session, its connection states through WithStateListener), Mutex, RWMutex, Lease (token, Lost,
+// Context, Unlock), LockAll for several locks at once, errors, options and Stats. Locks are
+// reentrant through the context only (see Mutex.Lock). The textbook recipes it is measured against
+// (spin, node-watch, herd) live in dlock/teaching.
+//
+// Three more exported names are an advanced surface that taking and releasing locks never needs:
+// Client.Queue and Client.QueueChanged read and watch a lock's queue for people and dashboards (the
+// service's queue page), and Do runs a raw go-zookeeper request on the client's session, for
+// recipes whose nodes must share the locks' session (package fleet builds on it). Do hands over
+// the *zk.Conn itself: what a request through it does is ZooKeeper's contract, not dlock's.
 //
 // # Using a lease
 //

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/zkstock/zkstock/dlock"
-	"github.com/zkstock/zkstock/internal/testenv"
+	"github.com/zkstock/zkstock/dlock/testsupport/testenv"
 )
 
 func TestMutexOnEnsemble(t *testing.T) {

@@ -9,8 +9,8 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/zkstock/zkstock/dlock"
-	"github.com/zkstock/zkstock/internal/tcpproxy"
-	"github.com/zkstock/zkstock/internal/testenv"
+	"github.com/zkstock/zkstock/dlock/testsupport/tcpproxy"
+	"github.com/zkstock/zkstock/dlock/testsupport/testenv"
 )
 
 const opCreate = 1 // ZooKeeper's create request

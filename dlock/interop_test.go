@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/zkstock/zkstock/dlock"
-	"github.com/zkstock/zkstock/internal/testenv"
+	"github.com/zkstock/zkstock/dlock/testsupport/testenv"
 )
 
 // runFleet runs every spec as its own process, n acquisitions each, all at once on one lock path,

@@ -15,7 +15,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/zkstock/zkstock/dlock"
-	"github.com/zkstock/zkstock/internal/testenv"
+	"github.com/zkstock/zkstock/dlock/testsupport/testenv"
 )
 
 func TestMain(m *testing.M) {

@@ -13,7 +13,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/zkstock/zkstock/dlock"
-	"github.com/zkstock/zkstock/internal/testenv"
+	"github.com/zkstock/zkstock/dlock/testsupport/testenv"
 )
 
 func TestMutexExcludesAcrossSessions(t *testing.T) {

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/zkstock/zkstock/dlock"
-	"github.com/zkstock/zkstock/internal/tcpproxy"
-	"github.com/zkstock/zkstock/internal/testenv"
+	"github.com/zkstock/zkstock/dlock/testsupport/tcpproxy"
+	"github.com/zkstock/zkstock/dlock/testsupport/testenv"
 )
 
 // Lost must close before ZooKeeper can give the lock to anyone else, whatever shape the partition

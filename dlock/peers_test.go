@@ -25,7 +25,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/zkstock/zkstock/dlock"
-	"github.com/zkstock/zkstock/internal/testenv"
+	"github.com/zkstock/zkstock/dlock/testsupport/testenv"
 )
 
 // Libraries a peer process can be.

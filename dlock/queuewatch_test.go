@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/zkstock/zkstock/dlock"
-	"github.com/zkstock/zkstock/internal/testenv"
+	"github.com/zkstock/zkstock/dlock/testsupport/testenv"
 )
 
 // QueueChanged wakes on every move of the queue (a node joining, a node leaving), and not before.

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/zkstock/zkstock/dlock"
-	"github.com/zkstock/zkstock/internal/tcpproxy"
-	"github.com/zkstock/zkstock/internal/testenv"
+	"github.com/zkstock/zkstock/dlock/testsupport/tcpproxy"
+	"github.com/zkstock/zkstock/dlock/testsupport/testenv"
 )
 
 // An Unlock in the moments after a reconnection, before the client trusts the session again, is

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/zkstock/zkstock/dlock"
-	"github.com/zkstock/zkstock/internal/testenv"
+	"github.com/zkstock/zkstock/dlock/testsupport/testenv"
 )
 
 // rwParty is one client in a read/write test, with its own session so that its wake-ups show in

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/zkstock/zkstock/dlock"
-	"github.com/zkstock/zkstock/internal/testenv"
+	"github.com/zkstock/zkstock/dlock/testsupport/testenv"
 )
 
 // A long queue of waiters in one process: what each waiter keeps must not grow with the queue.

@@ -91,7 +91,7 @@ type Config struct {
 // LoadConfig reads flags, falling back to the environment, then to the defaults. A bad value is
 // an error that names the variable; -h prints the usage to out.
 func LoadConfig(args []string, getenv func(string) string, out io.Writer) (Config, error) {
-	host, _ := os.Hostname()
+	host, _ := os.Hostname() // no host name: ReplicaIDFromHost's fallback
 	fs := flag.NewFlagSet("orderd", flag.ContinueOnError)
 	fs.SetOutput(out)
 	env := func(name, def string) string {
@@ -102,7 +102,7 @@ func LoadConfig(args []string, getenv func(string) string, out io.Writer) (Confi
 	}
 	var (
 		httpAddr    = fs.String("http-addr", env("HTTP_ADDR", ":8080"), "listen address (HTTP_ADDR)")
-		replica     = fs.String("replica-id", env("REPLICA_ID", host), "this replica's name in orders, logs and lock nodes (REPLICA_ID)")
+		replica     = fs.String("replica-id", env("REPLICA_ID", ReplicaIDFromHost(host)), "this replica's name in orders, logs and lock nodes (REPLICA_ID)")
 		zkServers   = fs.String("zk-servers", env("ZK_SERVERS", "127.0.0.1:2181"), "comma-separated ZooKeeper servers (ZK_SERVERS)")
 		zkSession   = fs.String("zk-session-timeout", env("ZK_SESSION_TIMEOUT", "10s"), "ZooKeeper session timeout (ZK_SESSION_TIMEOUT)")
 		dsn         = fs.String("mysql-dsn", env("MYSQL_DSN", "root@tcp(127.0.0.1:3306)/zkstock?parseTime=true"), "database (MYSQL_DSN)")
@@ -207,4 +207,20 @@ func CheckPprofAddr(addr string) error {
 		return fmt.Errorf("%q listens on every interface: name a loopback host (127.0.0.1:%s) or one interface's address", addr, port)
 	}
 	return nil
+}
+
+// ReplicaIDFromHost is REPLICA_ID's default: the host name made a valid replica id, every
+// character a replica id may not hold (a dot of ip-10-0-0-1.ec2.internal, say) turned into '-',
+// cut to its longest length; "orderd" when the host name is empty. What it returns always passes
+// the check LoadConfig makes of a replica id. Two hosts whose names differ only in such
+// characters get the same id: set REPLICA_ID when that can happen.
+func ReplicaIDFromHost(host string) string {
+	id := notNameChars.ReplaceAllLiteralString(host, "-")
+	if len(id) > maxNameLen {
+		id = id[:maxNameLen]
+	}
+	if id == "" {
+		return "orderd"
+	}
+	return id
 }

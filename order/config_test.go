@@ -84,3 +84,31 @@ func TestLoadConfigPprofAddr(t *testing.T) {
 		}
 	}
 }
+
+// The default REPLICA_ID is the host name made valid, whatever the host is called: LoadConfig
+// accepts it, and names that are valid already are kept as they are.
+func TestReplicaIDFromHostIsValidForAnyHostName(t *testing.T) {
+	long := strings.Repeat("a", 70) + ".example.com"
+	for host, want := range map[string]string{
+		"ip-10-0-0-1.ec2.internal":   "ip-10-0-0-1-ec2-internal",
+		"order1":                     "order1",
+		"web_2":                      "web_2",
+		"":                           "orderd",
+		"host with spaces/and:colon": "host-with-spaces-and-colon",
+		"bücher.例え.jp":               "b-cher----jp",
+		"..":                         "--",
+		long:                         strings.Repeat("a", 64),
+		"x\n\x00y":                   "x--y",
+	} {
+		got := order.ReplicaIDFromHost(host)
+		if got != want {
+			t.Errorf("ReplicaIDFromHost(%q) = %q, want %q", host, got, want)
+		}
+		cfg, err := order.LoadConfig([]string{"-replica-id", got}, env(nil), io.Discard)
+		if err != nil {
+			t.Errorf("host %q: LoadConfig refuses its default %q: %v", host, got, err)
+		} else if cfg.ReplicaID != got {
+			t.Errorf("host %q: replica id %q, want %q", host, cfg.ReplicaID, got)
+		}
+	}
+}

@@ -20,8 +20,17 @@ import (
 	"github.com/zkstock/zkstock/inventory"
 )
 
-// skuPattern is what a SKU (and a replica id) may look like; it keeps lock paths and URLs safe.
-var skuPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+// nameChars and maxNameLen are what a SKU (and a fleet or a replica id) may be made of; they keep
+// lock paths and URLs safe. skuPattern checks a name against them, ReplicaIDFromHost makes one.
+const (
+	nameChars  = `A-Za-z0-9_-`
+	maxNameLen = 64
+)
+
+var (
+	skuPattern   = regexp.MustCompile(fmt.Sprintf(`^[%s]{1,%d}$`, nameChars, maxNameLen))
+	notNameChars = regexp.MustCompile(`[^` + nameChars + `]`)
+)
 
 // LockRoot is where the per-SKU locks live: LockRoot + "/" + SKU.
 const LockRoot = "/zkstock/locks/sku"

@@ -17,10 +17,11 @@ before=${BENCH_BEFORE:-}
 bin=$(mktemp "${TMPDIR:-/tmp}/dlock-bench.XXXXXX")
 old=$(mktemp "${TMPDIR:-/tmp}/dlock-bench-before.XXXXXX")
 trap 'rm -f "$bin" "$old"' EXIT
-"$go" test -c -o "$bin" ./dlock
+# from dlock's directory: it is a module of its own (in trees older than that, a package of the root's)
+(cd dlock && "$go" test -c -o "$bin" .)
 if [ -n "$before" ]; then
 	before=$(cd "$before" && pwd)
-	(cd "$before" && "$go" test -c -o "$old" ./dlock)
+	(cd "$before/dlock" && "$go" test -c -o "$old" .)
 fi
 # cell BINARY IMPLS CONTENDERS: one run of the benchmarks matching, from the dlock directory of
 # the binary's tree (the peers' programs are in its testdata).

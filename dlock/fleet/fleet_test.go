@@ -14,8 +14,8 @@ import (
 
 	"github.com/zkstock/zkstock/dlock"
 	"github.com/zkstock/zkstock/dlock/fleet"
-	"github.com/zkstock/zkstock/internal/tcpproxy"
-	"github.com/zkstock/zkstock/internal/testenv"
+	"github.com/zkstock/zkstock/dlock/testsupport/tcpproxy"
+	"github.com/zkstock/zkstock/dlock/testsupport/testenv"
 )
 
 func TestMain(m *testing.M) {
@@ -151,14 +151,16 @@ func TestConcurrentSwitchesAreSerializedAndNoneIsLost(t *testing.T) {
 	var wg sync.WaitGroup
 	got := make([]fleet.Mode, 6)
 	for i := range got {
-		wg.Go(func() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
 			to := modes[1+i%2]
 			mode, err := ms[i%3].Switch(ctxFor(t, 30*time.Second), to, fleet.AnyVersion)
 			if err != nil {
 				t.Error(err)
 			}
 			got[i] = mode
-		})
+		}()
 	}
 	wg.Wait()
 	final, err := ms[0].Current(ctxFor(t, 5*time.Second))
@@ -375,7 +377,9 @@ func TestNoPassesOfTwoModesOverlap(t *testing.T) {
 	var wg sync.WaitGroup
 	var admitted atomic.Int64
 	for w := range 12 {
-		wg.Go(func() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
 			for ctx.Err() == nil {
 				p, err := ms[w%3].Enter(ctx)
 				if err != nil {
@@ -390,7 +394,7 @@ func TestNoPassesOfTwoModesOverlap(t *testing.T) {
 				spans = append(spans, interval{p.Mode().Name, start, end})
 				mu.Unlock()
 			}
-		})
+		}()
 	}
 	switches := 0
 	for ctx.Err() == nil {

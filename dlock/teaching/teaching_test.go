@@ -12,7 +12,7 @@ import (
 
 	"github.com/zkstock/zkstock/dlock"
 	"github.com/zkstock/zkstock/dlock/teaching"
-	"github.com/zkstock/zkstock/internal/testenv"
+	"github.com/zkstock/zkstock/dlock/testsupport/testenv"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m, "ZK_SERVERS") }

@@ -8,7 +8,7 @@ import (
 
 	"github.com/zkstock/zkstock/dlock"
 	"github.com/zkstock/zkstock/dlock/teaching"
-	"github.com/zkstock/zkstock/internal/testenv"
+	"github.com/zkstock/zkstock/dlock/testsupport/testenv"
 )
 
 // tokenHolder takes a lock on a path and says its fencing token.

@@ -153,8 +153,8 @@ func cells(row string) []string {
 }
 
 // TestGlanceFiguresHaveTheirSource: every figure in the answers of the README's "numbers at a
-// glance" appears in a section that the row links to, so the README cannot drift from the run it
-// quotes.
+// glance" appears in a section that the row links to, and so does the date the row gives for its
+// runs (every row gives one), so the README cannot drift from the run it quotes.
 func TestGlanceFiguresHaveTheirSource(t *testing.T) {
 	readme := filepath.Join(root, "README.md")
 	text := section(t, readme, "the-numbers-at-a-glance")
@@ -181,6 +181,16 @@ func TestGlanceFiguresHaveTheirSource(t *testing.T) {
 			t.Errorf("%q cites no page of the project", cs[0])
 			continue
 		}
+		// the row says when its figures were run, and its source says so too
+		dates := dateRE.FindAllString(cs[2], -1)
+		if len(dates) == 0 {
+			t.Errorf("%q does not say when its figures were run (a date in its from cell)", cs[0])
+		}
+		for _, d := range dates {
+			if !strings.Contains(strings.Join(sources, "\n"), d) {
+				t.Errorf("%q: the date %s is not in the section it cites (%s)", cs[0], d, cs[2])
+			}
+		}
 		have := map[string]bool{}
 		for _, s := range sources {
 			for _, f := range figures(s) {
@@ -197,6 +207,8 @@ func TestGlanceFiguresHaveTheirSource(t *testing.T) {
 		t.Fatalf("found %d rows in the README's numbers at a glance; the table moved?", rows)
 	}
 }
+
+var dateRE = regexp.MustCompile(`\b20\d\d-\d\d-\d\d\b`)
 
 var fromRE = regexp.MustCompile(`^<!-- from: (\S+) -->$`)
 
@@ -275,14 +287,14 @@ func listed(text, prefix string) []string {
 	return names
 }
 
-// TestEveryChapterListedInOrder: the README's "Learn it" and the tutorial index list every chapter
+// TestEveryChapterListedInOrder: the README's "Learn it" and the tutorial index's "The chapters" list every chapter
 // once, in order.
 func TestEveryChapterListedInOrder(t *testing.T) {
 	want := chapters(t)
 	if got := listed(section(t, filepath.Join(root, "README.md"), "learn-it"), "docs/tutorial/"); !slices.Equal(got, want) {
 		t.Errorf("the README's Learn it lists\n %v\nwant every chapter in order:\n %v", got, want)
 	}
-	index := strings.Join(readLines(t, filepath.Join(root, "docs", "tutorial", "README.md")), "\n")
+	index := section(t, filepath.Join(root, "docs", "tutorial", "README.md"), "the-chapters")
 	if got := listed(index, ""); !slices.Equal(got, want) {
 		t.Errorf("docs/tutorial/README.md lists\n %v\nwant every chapter in order:\n %v", got, want)
 	}
@@ -349,6 +361,104 @@ func TestLinksLand(t *testing.T) {
 				if !found {
 					t.Errorf("%s:%d: link %s: %s has no heading with that anchor", page, i+1, m[1], file)
 				}
+			}
+		}
+	}
+}
+
+// indexSetup is the setup the tutorial index gives for the local demo: the commands of the first
+// sh block of its "Setup" section, comments dropped.
+func indexSetup(t *testing.T) []string {
+	t.Helper()
+	var cmds []string
+	in := false
+	for _, l := range strings.Split(section(t, filepath.Join(root, "docs", "tutorial", "README.md"), "setup"), "\n") {
+		switch {
+		case !in && strings.HasPrefix(l, "```sh"):
+			in = true
+		case in && strings.HasPrefix(l, "```"):
+			return cmds
+		case in:
+			if cmd, _, _ := strings.Cut(l, "#"); strings.TrimSpace(cmd) != "" {
+				cmds = append(cmds, strings.TrimSpace(cmd))
+			}
+		}
+	}
+	t.Fatal("docs/tutorial/README.md's Setup section has no sh block")
+	return nil
+}
+
+// TestEveryChapterStartsWithItsSetup: a reader who lands on a chapter (from the README, say)
+// learns before its first command what to run first and where the index is: the text before the
+// first code block links to the index and, for a chapter on the local demo (no <!-- needs: -->
+// line), names every command of the index's setup.
+func TestEveryChapterStartsWithItsSetup(t *testing.T) {
+	setup := indexSetup(t)
+	if len(setup) == 0 {
+		t.Fatal("the index's setup has no commands")
+	}
+	for _, name := range chapters(t) {
+		lines := readLines(t, filepath.Join(root, "docs", "tutorial", name))
+		var intro []string
+		local := true
+		for _, l := range lines {
+			if strings.HasPrefix(l, "```") || strings.HasPrefix(l, "<!-- run") {
+				break
+			}
+			if strings.HasPrefix(l, "<!-- needs:") {
+				local = false
+			}
+			intro = append(intro, l)
+		}
+		text := strings.Join(intro, "\n")
+		linked := false
+		for _, m := range linkRE.FindAllStringSubmatch(text, -1) {
+			file, _, _ := strings.Cut(m[1], "#")
+			linked = linked || file == "README.md"
+		}
+		if !linked {
+			t.Errorf("%s: no link to the index (README.md) before its first command", name)
+		}
+		for _, cmd := range setup {
+			if local && !strings.Contains(text, cmd) {
+				t.Errorf("%s: the setup %q is not said before its first command", name, cmd)
+			}
+		}
+	}
+}
+
+var notRunLine = regexp.MustCompile(`^<!-- not run: \S.* -->$`)
+
+// TestEveryChapterCommandIsRunOrSaysWhyNot: the index says the doc runner runs the chapters'
+// commands; so every sh block of a chapter is a runnable step (<!-- run -->, or <!-- run: NEEDS -->
+// for one that another test runs), or is marked <!-- not run: WHY --> (what it costs, or why it
+// cannot run unattended), which the index names.
+func TestEveryChapterCommandIsRunOrSaysWhyNot(t *testing.T) {
+	// the index's paragraph that says which blocks are not run, and links to their chapters
+	var notRun string
+	for _, p := range strings.Split(strings.Join(readLines(t, filepath.Join(root, "docs", "tutorial", "README.md")), "\n"), "\n\n") {
+		if strings.Contains(p, "not run") {
+			notRun += p
+		}
+	}
+	for _, name := range chapters(t) {
+		lines := readLines(t, filepath.Join(root, "docs", "tutorial", name))
+		for i, l := range lines {
+			if !strings.HasPrefix(l, "```sh") {
+				continue
+			}
+			prev := ""
+			if i > 0 {
+				prev = lines[i-1]
+			}
+			switch {
+			case strings.HasPrefix(prev, "<!-- run"):
+			case notRunLine.MatchString(prev):
+				if !strings.Contains(notRun, "]("+name) {
+					t.Errorf("%s:%d: a block not run, which the index's paragraph on what is not run does not link to", name, i+1)
+				}
+			default:
+				t.Errorf("%s:%d: a sh block neither run (<!-- run -->) nor marked <!-- not run: WHY -->", name, i+1)
 			}
 		}
 	}

@@ -3,6 +3,9 @@
 // chosen request is sent, or partition it silently: connections stay open and nothing arrives, as
 // behind a dead switch or with a paused VM, where nobody closes a socket and the client learns
 // nothing.
+//
+// It is test support for dlock's tests and the service's, not part of dlock's API: it may change
+// in any release.
 package tcpproxy
 
 import (
@@ -11,8 +14,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/go-sql-driver/mysql"
 )
 
 // Proxy forwards connections from Addr to the target until Cut.
@@ -416,21 +417,4 @@ func (p *Proxy) closeAllBut(keep net.Conn) {
 	for _, c := range others {
 		_ = c.Close()
 	}
-}
-
-// ProxiedDSN starts a MySQL proxy to the server of dsn and returns it with a DSN that reaches
-// the same database through it; edit, if given, changes that DSN further (a read timeout, say).
-func ProxiedDSN(t testing.TB, dsn string, edit func(*mysql.Config)) (*Proxy, string) {
-	t.Helper()
-	cfg, err := mysql.ParseDSN(dsn)
-	if err != nil {
-		t.Fatalf("proxy: parse DSN: %v", err)
-	}
-	p := NewMySQL(t, cfg.Addr)
-	proxied := cfg.Clone()
-	proxied.Addr = p.Addr()
-	if edit != nil {
-		edit(proxied)
-	}
-	return p, proxied.FormatDSN()
 }

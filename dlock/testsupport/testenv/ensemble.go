@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zkstock/zkstock/internal/tcpproxy"
+	"github.com/zkstock/zkstock/dlock/testsupport/tcpproxy"
 )
 
 // EnsembleTiming is a proxied ensemble's zoo.cfg timing. A follower cut off from its leader goes
@@ -208,7 +208,8 @@ func ServersScript(t testing.TB, args ...string) {
 	}
 }
 
-// serversScriptPath is scripts/servers.sh, found from the test's package directory upwards.
+// serversScriptPath is scripts/servers.sh, found from the test's package directory upwards (past
+// dlock's own go.mod, to the repository's root).
 func serversScriptPath(t testing.TB) string {
 	t.Helper()
 	dir, err := os.Getwd()
@@ -216,12 +217,13 @@ func serversScriptPath(t testing.TB) string {
 		t.Fatal(err)
 	}
 	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return filepath.Join(dir, "scripts", "servers.sh")
+		script := filepath.Join(dir, "scripts", "servers.sh")
+		if _, err := os.Stat(script); err == nil {
+			return script
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			t.Fatal("scripts/servers.sh: no go.mod above the test's directory")
+			t.Fatal("scripts/servers.sh: not found above the test's directory")
 		}
 		dir = parent
 	}

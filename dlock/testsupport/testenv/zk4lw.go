@@ -3,7 +3,6 @@ package testenv
 import (
 	"bufio"
 	"net"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -38,17 +37,4 @@ func WatchesUnder(t testing.TB, addr, prefix string) int {
 		t.Fatalf("wchp from %s: %v", addr, err)
 	}
 	return n
-}
-
-// Chromium is Debian's headless browser: its path, or the test skips (fails under CI=true).
-func Chromium(t testing.TB) string {
-	t.Helper()
-	bin, err := exec.LookPath("chromium")
-	if err != nil {
-		if InCI() {
-			t.Fatal("chromium is not installed (CI=true): scripts/ensure-tools.sh installs it")
-		}
-		t.Skip("chromium is not installed: run scripts/ensure-tools.sh")
-	}
-	return bin
 }
