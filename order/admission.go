@@ -28,7 +28,8 @@ import (
 // A refused purchase is told when to come back (Retry-After): the time the queue ahead of it
 // needs to shrink back within the budget.
 type admission struct {
-	budget time.Duration // the longest wait admitted; 0 admits everyone
+	budget time.Duration    // the longest wait admitted; 0 admits everyone
+	now    func() time.Time // the clock ends are timed by; time.Now
 
 	mu   sync.Mutex
 	skus map[string]*skuFlow
@@ -74,6 +75,16 @@ const (
 // enough to follow a change of mode or of WORK_DELAY within a fraction of a second.
 const turnWindow = 32
 
+// turnEnd is how an admitted purchase ended, as leave takes it.
+type turnEnd struct {
+	// turned: it had its turn of the lock (it sold, or found the stock short under it), which
+	// is what admission measures.
+	turned bool
+	// left is the stock its turn left: the sale's remaining stock, or, found short under the
+	// lock, one less than it asked for (at most what is left); -1 when not known.
+	left int64
+}
+
 // errSKUBusy refuses a purchase that would wait longer than the budget.
 type errSKUBusy struct {
 	wait       time.Duration // the wait foreseen
@@ -90,7 +101,7 @@ func (e *errSKUBusy) retryAfterSeconds() int {
 }
 
 func newAdmission(budget time.Duration) *admission {
-	return &admission{budget: budget, skus: map[string]*skuFlow{}}
+	return &admission{budget: budget, now: time.Now, skus: map[string]*skuFlow{}}
 }
 
 // enter admits a purchase of sku sold in mode, or refuses it with *errSKUBusy. An admitted
@@ -98,7 +109,7 @@ func newAdmission(budget time.Duration) *admission {
 // (it reached the critical section: sold, or found the stock short under the lock). A turn's
 // length is the mode's: each mode's flow of a SKU is measured apart, so that a switch from a
 // fast mode does not leave its turns to judge a slow one by.
-func (a *admission) enter(sku string, mode LockMode, now time.Time) (leave func(turned bool), err error) {
+func (a *admission) enter(sku string, mode LockMode, qty int64, now time.Time) (leave func(turnEnd), err error) {
 	sku = string(mode) + "/" + sku
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -115,7 +126,7 @@ func (a *admission) enter(sku string, mode LockMode, now time.Time) (leave func(
 		f.since = now
 	}
 	f.inFlight++
-	return func(turned bool) { a.leave(sku, f, now, raw, turned) }, nil
+	return func(end turnEnd) { a.leave(sku, f, now, raw, end) }, nil
 }
 
 // foreseen is the wait of a purchase arriving now: those ahead of it, one turn each. A turn that
@@ -134,12 +145,12 @@ func (f *skuFlow) foreseen() time.Duration {
 // everyone.
 const minScale, maxScale = 0.5, 2.0
 
-func (a *admission) leave(sku string, f *skuFlow, entered time.Time, foreseen time.Duration, turned bool) {
+func (a *admission) leave(sku string, f *skuFlow, entered time.Time, foreseen time.Duration, end turnEnd) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	now := time.Now() // under the lock: ends racing for it must not make a gap run backwards
+	now := a.now() // under the lock: ends racing for it must not make a gap run backwards
 	f.inFlight--
-	if !turned {
+	if !end.turned {
 		// Sent away from the queue, or timed out: no turn was served, and the burst of ends
 		// when a sold-out product's queue is sent away would read as turns of no length.
 		if f.inFlight == 0 {
