@@ -10,20 +10,25 @@ import (
 
 // Admission control: a purchase that cannot be served within its budget is refused at once,
 // instead of queueing for LOCK_TIMEOUT and being refused then. Past a hot SKU's capacity its
-// queue only grows; every waiter that times out has cost the queue a create and a delete (the
-// writes the holders need), and everyone behind it a longer read of the queue, so the service
-// sold less the more it was asked: a third of its capacity at 7× the load. Refused at the door, a
-// purchase costs nothing of the SKU's: no node, no read, no connection.
+// queue only grows, and every waiter that times out costs the holders ZooKeeper's writes; refused
+// at the door, a purchase costs nothing of the SKU's: no node, no read, no connection.
 //
-// The decision rests on what this replica measures of the SKU, not on a queue length someone
-// must tune. By Little's law the time a newcomer will wait is the number ahead of it over the
-// rate at which they leave. This replica counts the SKU's purchases in flight here, and times the
-// gaps between their ends while the SKU was busy (a gap measured while nobody waited would time
-// the arrivals, not the service): the gap's moving average is the time one turn takes, whatever
-// makes it up (the hand-off, the transaction, WORK_DELAY, the lock mode). The fleet's queue is
-// first come, first served, and each replica takes its share of the arrivals, so the purchases
-// ahead here over this replica's rate of leaving is the fleet's queue over the fleet's rate. The
-// estimate is then scaled by how the waits it foresaw turned out (skuFlow.scale).
+// The rule: a purchase is refused when its foreseen wait, scaled by how the waits foreseen here
+// turned out (skuFlow.scale), is longer than the budget. The foreseen wait rests on what this
+// replica measures of the SKU, never on a queue length someone must tune:
+//
+//   - the queue: the purchases ahead of it here, one turn each (Little's law: the fleet's queue
+//     is first come, first served and each replica takes its share, so the purchases ahead here
+//     over this replica's rate of ends is the fleet's queue over the fleet's rate). A turn is the
+//     moving average of the gaps between ends here while the SKU was busy.
+//   - the stock: a purchase behind more demand than the stock left does not wait for the whole
+//     queue; the sell-out answers it (soldout.go sends a sold-out product's queue away). So the
+//     wait is at most the turns the stock left can last, plus a turn and a poll for the sell-out
+//     to reach it (sellOutWait).
+//
+// It is an estimate, never a safety decision: a refusal sells nothing and queues nothing, and an
+// admitted purchase's wait is still bounded by LOCK_TIMEOUT; every out_of_stock still rests on a
+// read of the stock (soldout.go), whatever admission foresaw.
 //
 // A refused purchase is told when to come back (Retry-After): the time the queue ahead of it
 // needs to shrink back within the budget.
@@ -38,21 +43,32 @@ type admission struct {
 // skuFlow is one SKU's purchases on this replica.
 type skuFlow struct {
 	inFlight int       // admitted, not answered
+	units    int64     // the units inFlight ask for
 	since    time.Time // the later of the last end and the moment inFlight last rose from 0
 	// turn is the moving average of the gaps between ends while the SKU was busy: a gap starts
 	// at the previous end, or where the busy spell began if that is later.
 	turn  time.Duration
 	turns int // gaps measured, up to turnWindow
 	// scale corrects the foreseen wait by what the waits turned out to be: the moving average of
-	// (time in flight) / (foreseen wait + a turn) over the purchases that found a queue. The turns
-	// of the replicas interleave unevenly, and a purchase spends time beside its turn (its node's
-	// create, the hand-off to it); measured on three replicas in a flash sale, the plain estimate
-	// foresaw 1 s for waits of 1.36 s on average. 1 until measured.
+	// (time in flight) / (foreseen wait + a turn) over the purchases that found a queue. A
+	// purchase spends time beside its turn (its node's create, the hand-off to it), and the
+	// replicas' turns interleave unevenly. 1 until measured.
 	scale float64
 	// stallEnded is when the last stall ended (a gap stallFactor turns long, a holder killed
 	// whose node stayed until its session ended); longGaps counts such gaps in a row.
 	stallEnded time.Time
 	longGaps   int
+
+	// stock is the SKU's stock as last seen here, at stockSeen: the stock a turn here left, or
+	// a read of it (noteStock). Zero stockSeen: not seen.
+	stock     int64
+	stockSeen time.Time
+	// drain is the moving average of the units the fleet sold per turn here: the stock's fall
+	// between two turns here that saw it (drainSeen of them, up to turnWindow). lastLeft is the
+	// stock the last of them left, -1 if none.
+	drain    float64
+	drains   int
+	lastLeft int64
 }
 
 // stallFactor: a gap between two ends this many turns long is a stall, not a turn. Counted as a
@@ -104,21 +120,20 @@ func newAdmission(budget time.Duration) *admission {
 	return &admission{budget: budget, now: time.Now, skus: map[string]*skuFlow{}}
 }
 
-// enter admits a purchase of sku sold in mode, or refuses it with *errSKUBusy. An admitted
-// purchase calls leave once it is answered, whatever the answer, saying whether it had its turn
-// (it reached the critical section: sold, or found the stock short under the lock). A turn's
-// length is the mode's: each mode's flow of a SKU is measured apart, so that a switch from a
-// fast mode does not leave its turns to judge a slow one by.
+// enter admits a purchase of qty units of sku sold in mode, or refuses it with *errSKUBusy. An
+// admitted purchase calls leave once it is answered, whatever the answer, saying how it ended.
+// Each mode's flow of a SKU is measured apart, so that a switch from a fast mode does not leave
+// its turns to judge a slow one by.
 func (a *admission) enter(sku string, mode LockMode, qty int64, now time.Time) (leave func(turnEnd), err error) {
 	sku = string(mode) + "/" + sku
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	f := a.skus[sku]
 	if f == nil {
-		f = &skuFlow{scale: 1}
+		f = &skuFlow{scale: 1, lastLeft: -1}
 		a.skus[sku] = f
 	}
-	raw := f.foreseen()
+	raw := f.foreseen(now, a.budget)
 	if wait := time.Duration(float64(raw) * f.scale); a.budget > 0 && wait > a.budget {
 		return nil, &errSKUBusy{wait: wait, retryAfter: wait - a.budget}
 	}
@@ -126,30 +141,69 @@ func (a *admission) enter(sku string, mode LockMode, qty int64, now time.Time) (
 		f.since = now
 	}
 	f.inFlight++
-	return func(end turnEnd) { a.leave(sku, f, now, raw, end) }, nil
+	f.units += qty
+	return func(end turnEnd) { a.leave(sku, f, now, raw, qty, end) }, nil
 }
 
-// foreseen is the wait of a purchase arriving now: those ahead of it, one turn each. A turn that
-// runs long (a holder killed, whose node stays until its session ends; a database that stalls)
-// is not counted as a queue: refusing newcomers through it refused 875 of 1,500 buyers in the
-// compose test of a killed replica, who would have been served once the session ended, within
-// LOCK_TIMEOUT, which still bounds their wait.
-func (f *skuFlow) foreseen() time.Duration {
+// foreseen is the wait of a purchase arriving at now: the purchases ahead of it, one turn each,
+// or, when the stock seen within fresh of now cannot last that many turns, the wait for the
+// sell-out. A turn that runs long (a holder killed, whose node stays until its session ends; a
+// database that stalls) is not counted as a queue: its waiters would be served once it ends,
+// within LOCK_TIMEOUT, which still bounds their wait.
+func (f *skuFlow) foreseen(now time.Time, fresh time.Duration) time.Duration {
 	if f.inFlight == 0 || f.turns == 0 {
 		return 0 // nobody ahead, or no turn measured yet: admit, and learn
 	}
-	return time.Duration(f.inFlight) * f.turn
+	queue := time.Duration(f.inFlight) * f.turn
+	if f.stockSeen.IsZero() || now.Sub(f.stockSeen) > fresh {
+		return queue
+	}
+	// The units the fleet sells a turn here: measured, and never fewer than those ahead here
+	// ask for a turn (all that this replica knows of when nothing is measured yet).
+	perTurn := max(f.drain, float64(f.units)/float64(f.inFlight))
+	turnsLeft := int(math.Ceil(float64(max(f.stock, 0)) / perTurn))
+	if turnsLeft >= f.inFlight {
+		return queue
+	}
+	return time.Duration(turnsLeft)*f.turn + f.sellOutWait()
+}
+
+// sellOutWait is how long the sell-out takes to reach the purchases queued here once the stock
+// is gone: a turn here, whose holder finds the stock short (or leaves it so), and a poll of it
+// that sends the queue away (soldout.go).
+func (f *skuFlow) sellOutWait() time.Duration { return f.turn + soldOutPoll }
+
+// noteStock takes sku's stock as a read at now showed it (the sold-out poller's, or one before a
+// purchase queued), or, with a negative stock, a restock here of an amount not known: the stock
+// the foreseen waits of every mode's flow of sku rest on, until a turn here sees it.
+func (a *admission) noteStock(sku string, stock int64, now time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, lm := range modeTable {
+		f := a.skus[string(lm.name)+"/"+sku]
+		switch {
+		case f == nil:
+		case stock < 0:
+			f.stockSeen = time.Time{}
+		case now.After(f.stockSeen):
+			f.stock, f.stockSeen = stock, now
+		}
+	}
 }
 
 // Bounds of skuFlow.scale: a few odd waits must not make the estimate refuse everyone, nor admit
 // everyone.
 const minScale, maxScale = 0.5, 2.0
 
-func (a *admission) leave(sku string, f *skuFlow, entered time.Time, foreseen time.Duration, end turnEnd) {
+func (a *admission) leave(sku string, f *skuFlow, entered time.Time, foreseen time.Duration, qty int64, end turnEnd) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	now := a.now() // under the lock: ends racing for it must not make a gap run backwards
 	f.inFlight--
+	f.units -= qty
+	if end.left >= 0 {
+		f.stock, f.stockSeen = end.left, now
+	}
 	if !end.turned {
 		// Sent away from the queue, or timed out: no turn was served, and the burst of ends
 		// when a sold-out product's queue is sent away would read as turns of no length.
@@ -186,6 +240,14 @@ func (a *admission) leave(sku string, f *skuFlow, entered time.Time, foreseen ti
 	if !stalled {
 		f.turns = min(f.turns+1, turnWindow)
 		f.turn += (gap - f.turn) / time.Duration(f.turns)
+	}
+	if end.left >= 0 {
+		// A stock that grew since the last turn here was restocked: no measure of the drain.
+		if fell := f.lastLeft - end.left; f.lastLeft >= 0 && fell >= 0 {
+			f.drains = min(f.drains+1, turnWindow)
+			f.drain += (float64(fell) - f.drain) / float64(f.drains)
+		}
+		f.lastLeft = end.left
 	}
 	f.since = now
 	if f.inFlight == 0 && len(a.skus) > maxKnownSKUs {

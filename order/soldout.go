@@ -43,6 +43,9 @@ type soldOut struct {
 	reads   uint64
 	polling bool
 	wake    chan struct{}
+	// seen, when set, is told every stock read here, and every restock made here (a stock of
+	// -1: the amount is not known); never under mu. Admission foresees waits by it.
+	seen func(sku string, stock int64)
 	// trustSuspicion (tests only) answers a suspected SKU out_of_stock without reading the stock:
 	// the mistake the linearizability check must catch.
 	trustSuspicion bool
@@ -123,6 +126,9 @@ func (so *soldOut) shortBeforeQueue(ctx context.Context, sku string, qty int64) 
 		return false
 	}
 	stock, ok := stocks[sku]
+	if ok {
+		so.tell(sku, stock)
+	}
 	if ok && stock > 0 {
 		so.noteRestock(sku) // restocked elsewhere, or never short: later purchases need not read
 	}
@@ -160,10 +166,18 @@ func (so *soldOut) noteShort(sku string) {
 // noteRestock takes a restock made here (a cancellation, an admin reset).
 func (so *soldOut) noteRestock(sku string) {
 	so.mu.Lock()
-	defer so.mu.Unlock()
 	if w := so.skus[sku]; w != nil {
 		w.suspect = false
 		so.forget(sku, w)
+	}
+	so.mu.Unlock()
+	so.tell(sku, -1)
+}
+
+// tell passes a stock read here, or a restock (-1), to seen.
+func (so *soldOut) tell(sku string, stock int64) {
+	if so.seen != nil {
+		so.seen(sku, stock)
 	}
 }
 
@@ -230,6 +244,9 @@ func (so *soldOut) poll() {
 		cancel()
 		if err == nil {
 			so.sendAway(stocks, read)
+			for sku, stock := range stocks {
+				so.tell(sku, stock)
+			}
 		}
 		select {
 		case <-t.C:
