@@ -58,6 +58,11 @@ type skuFlow struct {
 	// whose node stayed until its session ended); longGaps counts such gaps in a row.
 	stallEnded time.Time
 	longGaps   int
+	// ends are the times of the turns here that ended within a budget of the last one, in this
+	// busy spell and since the last stall; paced is their mean gap once they are more than
+	// turnWindow, else 0. A turn is foreseen at least that long (foreseen).
+	ends  []time.Time
+	paced time.Duration
 
 	// stock is the SKU's stock as last seen here, at stockSeen: the stock a turn here left, or
 	// a read of it (noteStock). Zero stockSeen: not seen.
@@ -134,11 +139,13 @@ func (a *admission) enter(sku string, mode LockMode, qty int64, now time.Time) (
 		a.skus[sku] = f
 	}
 	raw := f.foreseen(now, a.budget)
-	if wait := time.Duration(float64(raw) * f.scale); a.budget > 0 && wait > a.budget {
+	// Its own turn is waited for too.
+	if wait := time.Duration(float64(raw+f.turn) * f.scale); raw > 0 && a.budget > 0 && wait > a.budget {
 		return nil, &errSKUBusy{wait: wait, retryAfter: wait - a.budget}
 	}
 	if f.inFlight == 0 {
 		f.since = now
+		f.ends, f.paced = f.ends[:0], 0
 	}
 	f.inFlight++
 	f.units += qty
@@ -154,7 +161,13 @@ func (f *skuFlow) foreseen(now time.Time, fresh time.Duration) time.Duration {
 	if f.inFlight == 0 || f.turns == 0 {
 		return 0 // nobody ahead, or no turn measured yet: admit, and learn
 	}
-	queue := time.Duration(f.inFlight) * f.turn
+	// The moving average of the last turnWindow gaps follows a run of this replica's purchases
+	// at the head of the fleet's queue, whose turns here are the fleet's: taken for its pace, the
+	// replica admits a queue of its own that the others' purchases, behind them, make longer,
+	// its share of the head grows, and the waits with it (3.5 s for a 2.5 s budget, synthetic).
+	// The turns of the last budget average a whole queue's worth of the replicas' shares.
+	turn := max(f.turn, f.paced)
+	queue := time.Duration(f.inFlight) * turn
 	if f.stockSeen.IsZero() || now.Sub(f.stockSeen) > fresh {
 		return queue
 	}
@@ -165,7 +178,7 @@ func (f *skuFlow) foreseen(now time.Time, fresh time.Duration) time.Duration {
 	if turnsLeft >= f.inFlight {
 		return queue
 	}
-	return time.Duration(turnsLeft)*f.turn + f.sellOutWait()
+	return time.Duration(turnsLeft)*turn + f.sellOutWait()
 }
 
 // sellOutWait is how long the sell-out takes to reach the purchases queued here once the stock
@@ -241,6 +254,7 @@ func (a *admission) leave(sku string, f *skuFlow, entered time.Time, foreseen ti
 		f.turns = min(f.turns+1, turnWindow)
 		f.turn += (gap - f.turn) / time.Duration(f.turns)
 	}
+	f.pace(now, stalled, a.budget)
 	if end.left >= 0 {
 		// A stock that grew since the last turn here was restocked: no measure of the drain.
 		if fell := f.lastLeft - end.left; f.lastLeft >= 0 && fell >= 0 {
@@ -252,6 +266,25 @@ func (a *admission) leave(sku string, f *skuFlow, entered time.Time, foreseen ti
 	f.since = now
 	if f.inFlight == 0 && len(a.skus) > maxKnownSKUs {
 		delete(a.skus, sku) // bounded like the SKUs a replica remembers; relearnt if it comes back
+	}
+}
+
+// pace takes a turn's end at now into ends and paced: a stall starts them afresh.
+func (f *skuFlow) pace(now time.Time, stalled bool, span time.Duration) {
+	if stalled {
+		f.ends = f.ends[:0]
+	}
+	f.ends = append(f.ends, now)
+	drop := 0
+	for drop < len(f.ends) && now.Sub(f.ends[drop]) > span {
+		drop++
+	}
+	if drop > 0 {
+		f.ends = append(f.ends[:0], f.ends[drop:]...)
+	}
+	f.paced = 0
+	if n := len(f.ends); n > turnWindow {
+		f.paced = now.Sub(f.ends[0]) / time.Duration(n-1)
 	}
 }
 

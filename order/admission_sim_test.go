@@ -247,3 +247,29 @@ func TestAdmissionFlashSaleFirstSecond(t *testing.T) {
 		}
 	}
 }
+
+// With ample stock at 1,000 buyers a second (eight times the lock's capacity), the buyers admitted
+// are served about within the budget, and the lock never idles. Each replica foresees from its own
+// turns; a run of its purchases at the head of the fleet's queue made its recent turns the
+// fleet's, and the waits drifted to p99 3.50 s, max 3.54 s, for a 2.5 s budget, as the issue
+// measured (p99 5.0 s); foreseen from the turns of the last budget, p99 2.69 s.
+func TestAdmissionAmpleStockWaitsWithinTheBudget(t *testing.T) {
+	budget := 2500 * time.Millisecond
+	turn := 8 * time.Millisecond
+	r := fleetSim{replicas: 3, rate: 1000, turn: turn, stock: 1_000_000_000, budget: budget, arrivals: 10 * time.Second}.run(t)
+	w := r.saleWaits()
+	p99, worst := w[len(w)*99/100], w[len(w)-1]
+	t.Logf("%d sold, wait p50 %v p99 %v max %v", len(w), w[len(w)/2], p99, worst)
+	if limit := budget + budget/10; p99 > limit {
+		t.Errorf("admitted buyers' wait p99 %v, past the budget %v by more than a tenth", p99, budget)
+	}
+	sold := 0
+	for _, b := range r.buyers {
+		if b.sold && b.answered.Sub(r.start) <= 10*time.Second {
+			sold++
+		}
+	}
+	if capacity := int(10 * time.Second / turn); sold < capacity*9/10 {
+		t.Errorf("%d sold in 10 s; the lock sells %d in that time: it idled while buyers were refused", sold, capacity)
+	}
+}
