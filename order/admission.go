@@ -20,7 +20,8 @@ import (
 //   - the queue: the purchases ahead of it here, one turn each (Little's law: the fleet's queue
 //     is first come, first served and each replica takes its share, so the purchases ahead here
 //     over this replica's rate of ends is the fleet's queue over the fleet's rate). A turn is the
-//     moving average of the gaps between ends here while the SKU was busy.
+//     moving average of the gaps between ends here while the SKU was busy, and at least their
+//     mean over the last budget (skuFlow.paced). The purchase's own turn is waited for too.
 //   - the stock: a purchase behind more demand than the stock left does not wait for the whole
 //     queue; the sell-out answers it (soldout.go sends a sold-out product's queue away). So the
 //     wait is at most the turns the stock left can last, plus a turn and a poll for the sell-out
@@ -69,7 +70,7 @@ type skuFlow struct {
 	stock     int64
 	stockSeen time.Time
 	// drain is the moving average of the units the fleet sold per turn here: the stock's fall
-	// between two turns here that saw it (drainSeen of them, up to turnWindow). lastLeft is the
+	// between two turns here that saw it (drains of them, up to turnWindow). lastLeft is the
 	// stock the last of them left, -1 if none.
 	drain    float64
 	drains   int
@@ -161,11 +162,10 @@ func (f *skuFlow) foreseen(now time.Time, fresh time.Duration) time.Duration {
 	if f.inFlight == 0 || f.turns == 0 {
 		return 0 // nobody ahead, or no turn measured yet: admit, and learn
 	}
-	// The moving average of the last turnWindow gaps follows a run of this replica's purchases
-	// at the head of the fleet's queue, whose turns here are the fleet's: taken for its pace, the
-	// replica admits a queue of its own that the others' purchases, behind them, make longer,
-	// its share of the head grows, and the waits with it (3.5 s for a 2.5 s budget, synthetic).
-	// The turns of the last budget average a whole queue's worth of the replicas' shares.
+	// The last turnWindow gaps follow a run of this replica's purchases at the head of the
+	// fleet's queue, whose gaps here are the fleet's turns, not this replica's pace: the others'
+	// purchases wait behind them. The last budget's turns average a whole queue's worth of the
+	// replicas' shares, and bound the turn from below.
 	turn := max(f.turn, f.paced)
 	queue := time.Duration(f.inFlight) * turn
 	if f.stockSeen.IsZero() || now.Sub(f.stockSeen) > fresh {
