@@ -102,6 +102,8 @@ type turnEnd struct {
 	// turned: it had its turn of the lock (it sold, or found the stock short under it), which
 	// is what admission measures.
 	turned bool
+	// timedOut: it waited LOCK_TIMEOUT for its turn and gave up (lock_unavailable).
+	timedOut bool
 	// left is the stock its turn left: the sale's remaining stock, or, found short under the
 	// lock, one less than it asked for (at most what is left); -1 when not known.
 	left int64
@@ -219,7 +221,15 @@ func (a *admission) leave(sku string, f *skuFlow, entered time.Time, foreseen ti
 	}
 	if !end.turned {
 		// Sent away from the queue, or timed out: no turn was served, and the burst of ends
-		// when a sold-out product's queue is sent away would read as turns of no length.
+		// when a sold-out product's queue is sent away would read as turns of no length. A
+		// purchase that gave up its wait (LOCK_TIMEOUT) waited at least as long as it did:
+		// the waits foreseen worst end so, and the scale learns them, raised only (a wait cut
+		// short says nothing of how long it would have been), and not while a stall is under
+		// way (a holder killed, whose node stays for a session, is no queue).
+		stalling := now.Sub(f.since) > max(stallFactor*f.turn, stallFloor)
+		if end.timedOut && !stalling && f.foundQueue(entered, foreseen) {
+			f.learnScale(now.Sub(entered), foreseen, true)
+		}
 		if f.inFlight == 0 {
 			f.since = now
 		}
@@ -236,11 +246,8 @@ func (a *admission) leave(sku string, f *skuFlow, entered time.Time, foreseen ti
 	if stalled {
 		f.stallEnded = now
 	}
-	// Only a purchase that found a queue of a few turns says how good the estimate is; one that
-	// found none would weigh its own turn's noise, and one that waited through a stall the stall.
-	if !stalled && f.turn > 0 && foreseen >= 2*f.turn && entered.After(f.stallEnded) {
-		ratio := float64(now.Sub(entered)) / float64(foreseen+f.turn)
-		f.scale = min(maxScale, max(minScale, f.scale+(ratio-f.scale)/turnWindow))
+	if !stalled && f.foundQueue(entered, foreseen) {
+		f.learnScale(now.Sub(entered), foreseen, false)
 	}
 	if f.turns == 0 {
 		// The first end after a cold start ended a time in which everyone then in flight was
@@ -267,6 +274,23 @@ func (a *admission) leave(sku string, f *skuFlow, entered time.Time, foreseen ti
 	if f.inFlight == 0 && len(a.skus) > maxKnownSKUs {
 		delete(a.skus, sku) // bounded like the SKUs a replica remembers; relearnt if it comes back
 	}
+}
+
+// foundQueue says whether a purchase that entered when, foreseen to wait foreseen, says how good
+// the estimate is: only one that found a queue of a few turns does; one that found none would
+// weigh its own turn's noise, and one that waited through a stall the stall.
+func (f *skuFlow) foundQueue(entered time.Time, foreseen time.Duration) bool {
+	return f.turn > 0 && foreseen >= 2*f.turn && entered.After(f.stallEnded)
+}
+
+// learnScale takes a purchase's time in flight against the wait foreseen for it into the scale;
+// atLeast, when its wait was longer still, only if that raises the scale.
+func (f *skuFlow) learnScale(inFlight, foreseen time.Duration, atLeast bool) {
+	ratio := float64(inFlight) / float64(foreseen+f.turn)
+	if atLeast && ratio <= f.scale {
+		return
+	}
+	f.scale = min(maxScale, max(minScale, f.scale+(ratio-f.scale)/turnWindow))
 }
 
 // pace takes a turn's end at now into ends and paced: a stall starts them afresh.

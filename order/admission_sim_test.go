@@ -273,3 +273,50 @@ func TestAdmissionAmpleStockWaitsWithinTheBudget(t *testing.T) {
 		t.Errorf("%d sold in 10 s; the lock sells %d in that time: it idled while buyers were refused", sold, capacity)
 	}
 }
+
+// A purchase that gave up its wait after LOCK_TIMEOUT is the worst estimate there is, and the
+// scale learns it: ten purchases foreseen 0.3 s that waited 5 s for nothing make a newcomer
+// foreseen twice as long, where their waits, not being turns, taught it nothing and it was
+// admitted to a queue that had just made ten buyers wait 5 s.
+func TestAdmissionLearnsWaitsGivenUp(t *testing.T) {
+	now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	a := newAdmission(400 * time.Millisecond)
+	a.now = func() time.Time { return now }
+	var fillers, victims []func(turnEnd)
+	enter := func(into *[]func(turnEnd)) {
+		t.Helper()
+		leave, err := a.enter("GAVEUP", ModeZK, 1, now)
+		if err != nil {
+			t.Fatalf("at %v, %d in flight: %v", now, len(fillers)+len(victims), err)
+		}
+		*into = append(*into, leave)
+	}
+	turn := func() { // a turn of 10 ms ends the oldest filler, and a new one comes
+		now = now.Add(10 * time.Millisecond)
+		fillers[0](turned)
+		fillers = fillers[1:]
+		enter(&fillers)
+	}
+	for range 20 {
+		enter(&fillers)
+	}
+	for range 50 {
+		turn()
+	}
+	for range 10 {
+		enter(&victims)
+	}
+	for range 500 { // 5 s of turns; the victims wait behind a queue that never reaches them
+		turn()
+	}
+	for _, leave := range victims {
+		leave(turnEnd{timedOut: true, left: -1})
+	}
+	_, err := a.enter("GAVEUP", ModeZK, 1, now)
+	if !isSKUBusy(err) {
+		a.mu.Lock()
+		scale := a.skus["zk/GAVEUP"].scale
+		a.mu.Unlock()
+		t.Fatalf("a newcomer behind 20 turns of 10 ms right after 10 purchases foreseen 0.3 s gave up after 5 s: %v (scale %.2f); want sku_busy (budget 0.4 s)", err, scale)
+	}
+}

@@ -198,6 +198,8 @@ func (s *Server) sell(ctx context.Context, p inventory.Purchase, mode LockMode, 
 	case errors.Is(err, inventory.ErrOutOfStock):
 		end = turnEnd{turned: !sentAway, left: p.Qty - 1}
 		s.soldOut.noteShort(p.SKU)
+	case errors.Is(err, errLockUnavailable):
+		end.timedOut = true
 	}
 	return res, err
 }
