@@ -1,6 +1,7 @@
 package order
 
 import (
+	"context"
 	"testing"
 	"time"
 )
@@ -157,3 +158,20 @@ func TestAdmissionLearnsBurstsAsTheirPace(t *testing.T) {
 
 // turned is the end of a purchase that had its turn, the stock it left unknown.
 var turned = turnEnd{turned: true, left: -1}
+
+// The stock a read before the queue shows is what admission foresees by, restocked elsewhere or
+// not: the read's own clearing of the suspicion is no restock of an amount unknown.
+func TestSoldOutTellsAdmissionTheStockItRead(t *testing.T) {
+	so := newSoldOut(func(context.Context, []string) (map[string]int64, error) {
+		return map[string]int64{"READ": 5}, nil
+	}, nil)
+	var told []int64
+	so.seen = func(sku string, stock int64) { told = append(told, stock) }
+	so.noteShort("READ")
+	if so.shortBeforeQueue(context.Background(), "READ", 1) {
+		t.Fatal("5 units read, 1 asked: short")
+	}
+	if len(told) == 0 || told[len(told)-1] != 5 {
+		t.Fatalf("admission was told %v; want the 5 read, last", told)
+	}
+}

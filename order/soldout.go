@@ -126,11 +126,11 @@ func (so *soldOut) shortBeforeQueue(ctx context.Context, sku string, qty int64) 
 		return false
 	}
 	stock, ok := stocks[sku]
+	if ok && stock > 0 {
+		so.unsuspect(sku) // restocked elsewhere, or never short: later purchases need not read
+	}
 	if ok {
 		so.tell(sku, stock)
-	}
-	if ok && stock > 0 {
-		so.noteRestock(sku) // restocked elsewhere, or never short: later purchases need not read
 	}
 	return ok && stock < qty
 }
@@ -165,13 +165,18 @@ func (so *soldOut) noteShort(sku string) {
 
 // noteRestock takes a restock made here (a cancellation, an admin reset).
 func (so *soldOut) noteRestock(sku string) {
+	so.unsuspect(sku)
+	so.tell(sku, -1)
+}
+
+// unsuspect drops the suspicion of sku.
+func (so *soldOut) unsuspect(sku string) {
 	so.mu.Lock()
+	defer so.mu.Unlock()
 	if w := so.skus[sku]; w != nil {
 		w.suspect = false
 		so.forget(sku, w)
 	}
-	so.mu.Unlock()
-	so.tell(sku, -1)
 }
 
 // tell passes a stock read here, or a restock (-1), to seen.
