@@ -1,6 +1,7 @@
 package order
 
 import (
+	"context"
 	"testing"
 	"time"
 )
@@ -13,11 +14,11 @@ func TestAdmissionColdBurstIsNotRefused(t *testing.T) {
 	a := newAdmission(15 * time.Second)
 	t0 := time.Now()
 	for range 67 {
-		if _, err := a.enter("COLD", ModeZK, t0); err != nil {
+		if _, err := a.enter("COLD", ModeZK, 1, t0); err != nil {
 			t.Fatalf("the burst's own purchases: %v", err)
 		}
 	}
-	if _, err := a.enter("COLD", ModeZK, t0.Add(300*time.Millisecond)); err != nil {
+	if _, err := a.enter("COLD", ModeZK, 1, t0.Add(300*time.Millisecond)); err != nil {
 		t.Fatalf("a purchase 300 ms into a cold burst of 67: %v; nothing measured says it cannot be served within 15 s", err)
 	}
 }
@@ -28,18 +29,18 @@ func TestAdmissionColdBurstIsNotRefused(t *testing.T) {
 func TestAdmissionRefusesAQueueNotAStall(t *testing.T) {
 	a := newAdmission(time.Second)
 	for range 5 {
-		leave, err := a.enter("STALL", ModeZK, time.Now())
+		leave, err := a.enter("STALL", ModeZK, 1, time.Now())
 		if err != nil {
 			t.Fatal(err)
 		}
-		leave(true)
+		leave(turned)
 	}
 	for range 3 {
-		if _, err := a.enter("STALL", ModeZK, time.Now()); err != nil {
+		if _, err := a.enter("STALL", ModeZK, 1, time.Now()); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := a.enter("STALL", ModeZK, time.Now().Add(3*time.Second)); err != nil {
+	if _, err := a.enter("STALL", ModeZK, 1, time.Now().Add(3*time.Second)); err != nil {
 		t.Fatalf("3 s into a stall of 3 purchases: %v, want admitted", err)
 	}
 	f := a.skus["zk/STALL"]
@@ -47,9 +48,9 @@ func TestAdmissionRefusesAQueueNotAStall(t *testing.T) {
 	f.turn = 100 * time.Millisecond
 	a.mu.Unlock()
 	for range 7 {
-		_, _ = a.enter("STALL", ModeZK, time.Now())
+		_, _ = a.enter("STALL", ModeZK, 1, time.Now())
 	}
-	_, err := a.enter("STALL", ModeZK, time.Now())
+	_, err := a.enter("STALL", ModeZK, 1, time.Now())
 	busy, ok := asSKUBusy(err)
 	if !ok {
 		t.Fatalf("11 ahead at 100 ms a turn, budget 1 s: %v, want sku_busy", err)
@@ -65,9 +66,9 @@ func TestAdmissionRefusesAQueueNotAStall(t *testing.T) {
 // replica was killed). Long gaps in a row are the new pace, and are learnt.
 func TestAdmissionForgetsAStallOnceItEnds(t *testing.T) {
 	a := newAdmission(2500 * time.Millisecond)
-	var leaves []func(bool)
+	var leaves []func(turnEnd)
 	enter := func(at time.Time) error {
-		leave, err := a.enter("AFTER", ModeZK, at)
+		leave, err := a.enter("AFTER", ModeZK, 1, at)
 		if err == nil {
 			leaves = append(leaves, leave)
 		}
@@ -80,7 +81,7 @@ func TestAdmissionForgetsAStallOnceItEnds(t *testing.T) {
 			t.Fatal(err)
 		}
 		time.Sleep(10 * time.Millisecond)
-		leaves[0](true)
+		leaves[0](turned)
 		leaves = leaves[1:]
 	}
 	for range 30 { // 30 in flight, as the compose test's clients, come as the stall began
@@ -93,7 +94,7 @@ func TestAdmissionForgetsAStallOnceItEnds(t *testing.T) {
 	flow().since = time.Now().Add(-4 * time.Second) // the holder killed: its node stayed a session
 	a.mu.Unlock()
 	for _, leave := range leaves { // the stall ends; the queue behind it goes at the usual pace
-		leave(true)
+		leave(turned)
 		time.Sleep(10 * time.Millisecond)
 	}
 	leaves = nil
@@ -119,7 +120,7 @@ func TestAdmissionForgetsAStallOnceItEnds(t *testing.T) {
 		a.mu.Lock()
 		flow().since = time.Now().Add(-2 * time.Second)
 		a.mu.Unlock()
-		leaves[0](true)
+		leaves[0](turned)
 		leaves = leaves[1:]
 	}
 	if got := turnNow(); got <= 3*before {
@@ -132,9 +133,9 @@ func TestAdmissionForgetsAStallOnceItEnds(t *testing.T) {
 // dropped, the turn learnt only the bursts' microseconds, and nothing was refused again.
 func TestAdmissionLearnsBurstsAsTheirPace(t *testing.T) {
 	a := newAdmission(2500 * time.Millisecond)
-	var leaves []func(bool)
+	var leaves []func(turnEnd)
 	for range 200 {
-		leave, err := a.enter("BURST", ModeZKBatch, time.Now())
+		leave, err := a.enter("BURST", ModeZKBatch, 1, time.Now())
 		if err != nil {
 			break
 		}
@@ -143,7 +144,7 @@ func TestAdmissionLearnsBurstsAsTheirPace(t *testing.T) {
 	for len(leaves) >= 16 { // batches of 16, 20 ms apart
 		time.Sleep(20 * time.Millisecond)
 		for _, leave := range leaves[:16] {
-			leave(true)
+			leave(turned)
 		}
 		leaves = leaves[16:]
 	}
@@ -152,5 +153,25 @@ func TestAdmissionLearnsBurstsAsTheirPace(t *testing.T) {
 	a.mu.Unlock()
 	if turn < 200*time.Microsecond { // 20 ms / 16 = 1.25 ms a purchase
 		t.Fatalf("turn %v for batches of 16 every 20 ms: the bursts' gaps were dropped as stalls", turn)
+	}
+}
+
+// turned is the end of a purchase that had its turn, the stock it left unknown.
+var turned = turnEnd{turned: true, left: -1}
+
+// The stock a read before the queue shows is what admission foresees by, restocked elsewhere or
+// not: the read's own clearing of the suspicion is no restock of an amount unknown.
+func TestSoldOutTellsAdmissionTheStockItRead(t *testing.T) {
+	so := newSoldOut(func(context.Context, []string) (map[string]int64, error) {
+		return map[string]int64{"READ": 5}, nil
+	}, nil)
+	var told []int64
+	so.seen = func(sku string, stock int64) { told = append(told, stock) }
+	so.noteShort("READ")
+	if so.shortBeforeQueue(context.Background(), "READ", 1) {
+		t.Fatal("5 units read, 1 asked: short")
+	}
+	if len(told) == 0 || told[len(told)-1] != 5 {
+		t.Fatalf("admission was told %v; want the 5 read, last", told)
 	}
 }

@@ -168,15 +168,13 @@ func (s *Server) sell(ctx context.Context, p inventory.Purchase, mode LockMode, 
 		}
 		keyLooked = false
 	}
-	leave, err := s.admission.enter(p.SKU, lm.name, time.Now())
+	leave, err := s.admission.enter(p.SKU, lm.name, p.Qty, time.Now())
 	if err != nil {
 		s.refused.Add(1)
 		return inventory.Result{}, err
 	}
-	// turned: the purchase had its turn of the lock (it sold, or found the stock short under
-	// it), which is what admission measures.
-	turned := false
-	defer func() { leave(turned) }()
+	end := turnEnd{left: -1}
+	defer func() { leave(end) }()
 	res, err := s.sellAdmitted(ctx, p, lm, log, keyLooked)
 	sentAway := errors.Is(err, errSoldOutWhileQueued)
 	if sentAway {
@@ -193,12 +191,15 @@ func (s *Server) sell(ctx context.Context, p inventory.Purchase, mode LockMode, 
 			return answer, aerr // the key's own order, or the key reused
 		}
 	}
-	turned = !sentAway && (err == nil || errors.Is(err, inventory.ErrOutOfStock))
 	switch {
 	case err == nil:
+		end = turnEnd{turned: true, left: res.Remaining}
 		s.soldOut.noteStock(p.SKU, res.Remaining)
 	case errors.Is(err, inventory.ErrOutOfStock):
+		end = turnEnd{turned: !sentAway, left: p.Qty - 1}
 		s.soldOut.noteShort(p.SKU)
+	case errors.Is(err, errLockUnavailable):
+		end.timedOut = true
 	}
 	return res, err
 }

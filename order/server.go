@@ -208,6 +208,7 @@ func New(cfg Config, store *inventory.Store, locks *dlock.Client, log *slog.Logg
 		budget = cfg.LockTimeout / 2
 	}
 	s.admission = newAdmission(budget)
+	s.soldOut.seen = func(sku string, stock int64) { s.admission.noteStock(sku, stock, time.Now()) }
 	if s.fleet, err = s.joinFleet(); err != nil {
 		return nil, fmt.Errorf("order: %w", err)
 	}

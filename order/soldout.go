@@ -43,6 +43,9 @@ type soldOut struct {
 	reads   uint64
 	polling bool
 	wake    chan struct{}
+	// seen, when set, is told every stock read here, and every restock made here (a stock of
+	// -1: the amount is not known); never under mu. Admission foresees waits by it.
+	seen func(sku string, stock int64)
 	// trustSuspicion (tests only) answers a suspected SKU out_of_stock without reading the stock:
 	// the mistake the linearizability check must catch.
 	trustSuspicion bool
@@ -124,7 +127,10 @@ func (so *soldOut) shortBeforeQueue(ctx context.Context, sku string, qty int64) 
 	}
 	stock, ok := stocks[sku]
 	if ok && stock > 0 {
-		so.noteRestock(sku) // restocked elsewhere, or never short: later purchases need not read
+		so.unsuspect(sku) // restocked elsewhere, or never short: later purchases need not read
+	}
+	if ok {
+		so.tell(sku, stock)
 	}
 	return ok && stock < qty
 }
@@ -159,11 +165,24 @@ func (so *soldOut) noteShort(sku string) {
 
 // noteRestock takes a restock made here (a cancellation, an admin reset).
 func (so *soldOut) noteRestock(sku string) {
+	so.unsuspect(sku)
+	so.tell(sku, -1)
+}
+
+// unsuspect drops the suspicion of sku.
+func (so *soldOut) unsuspect(sku string) {
 	so.mu.Lock()
 	defer so.mu.Unlock()
 	if w := so.skus[sku]; w != nil {
 		w.suspect = false
 		so.forget(sku, w)
+	}
+}
+
+// tell passes a stock read here, or a restock (-1), to seen.
+func (so *soldOut) tell(sku string, stock int64) {
+	if so.seen != nil {
+		so.seen(sku, stock)
 	}
 }
 
@@ -230,6 +249,9 @@ func (so *soldOut) poll() {
 		cancel()
 		if err == nil {
 			so.sendAway(stocks, read)
+			for sku, stock := range stocks {
+				so.tell(sku, stock)
+			}
 		}
 		select {
 		case <-t.C:
