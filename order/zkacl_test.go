@@ -1,0 +1,84 @@
+package order_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/zkstock/zkstock/internal/testenv"
+	"github.com/zkstock/zkstock/order"
+)
+
+// A client of the ensemble without zkstock's credentials can look at the fleet's nodes and the
+// locks, but can neither change the fleet's mode, nor queue for or break a SKU's lock, nor remove a
+// member, and a sale under way while it tries stays exact.
+func TestZKNodesRefuseClientsWithoutCredentials(t *testing.T) {
+	rs := newCluster(t, 2, clusterOpts{WorkDelay: time.Second})
+	sku := "SKU-acl"
+	resetStock(t, rs[0], sku, 1)
+	stranger, _, err := zk.Connect(testenv.ZKServers(t), 10*time.Second, zk.WithLogInfo(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stranger.Close()
+	before := admin(t, rs[0], "GET", "/admin/lock-mode", "")
+	if before.status != 200 {
+		t.Fatalf("lock mode: %d %s", before.status, before.raw)
+	}
+
+	got := make(chan reply, 2)
+	go func() { got <- buy(t, rs[0], sku, 1, "") }()
+	lockPath := order.LockRoot + "/" + sku
+	var kids []string
+	for deadline := time.Now().Add(10 * time.Second); len(kids) == 0 && time.Now().Before(deadline); {
+		kids, _, _ = stranger.Children(lockPath) // reading is open to all
+		time.Sleep(10 * time.Millisecond)
+	}
+	if len(kids) != 1 {
+		t.Fatalf("lock nodes %v: want the first buyer's", kids)
+	}
+	go func() { got <- buy(t, rs[1], sku, 1, "") }()
+	fleetRoot := order.FleetRoot + "/" + rs[0].Fleet
+	if _, _, err := stranger.Get(fleetRoot + "/mode"); err != nil {
+		t.Fatalf("a client without credentials cannot read the mode: %v", err)
+	}
+
+	seq := int32(zk.FlagEphemeralSequential)
+	open := zk.WorldACL(zk.PermAll)
+	for _, try := range []struct {
+		what string
+		err  error
+	}{
+		{"set the fleet's mode", func() error { _, err := stranger.Set(fleetRoot+"/mode", []byte("none"), -1); return err }()},
+		{"delete the holder's lock node", stranger.Delete(lockPath+"/"+kids[0], -1)},
+		{"queue for the SKU's lock", func() error { _, err := stranger.Create(lockPath+"/_c_x-lock-", nil, seq, open); return err }()},
+		{"create a lock path", func() error { _, err := stranger.Create(order.LockRoot+"/SKU-acl-other", nil, 0, open); return err }()},
+		{"remove a member", stranger.Delete(fleetRoot+"/members/"+rs[1].Name, -1)},
+		{"add a member", func() error { _, err := stranger.Create(fleetRoot+"/members/intruder", nil, 0, open); return err }()},
+		{"change the ACL of the mode", func() error { _, err := stranger.SetACL(fleetRoot+"/mode", open, -1); return err }()},
+	} {
+		if !errors.Is(try.err, zk.ErrNoAuth) {
+			t.Errorf("a client without credentials could %s: %v (want %v)", try.what, try.err, zk.ErrNoAuth)
+		}
+	}
+
+	answers := map[string]int{}
+	for range 2 {
+		answers[(<-got).codeLine()]++
+	}
+	if answers["201 "] != 1 || answers["409 out_of_stock"] != 1 {
+		t.Errorf("answers %v: want one 201 and one 409 out_of_stock", answers)
+	}
+	if a := auditOf(t, rs[0], sku); a.Orders != 1 || a.Stock != 0 || a.Oversold != 0 || a.LostUpdates != 0 {
+		t.Errorf("audit %+v: want one order, no stock left, nothing oversold", a)
+	}
+	after := admin(t, rs[1], "GET", "/admin/lock-mode", "")
+	if after.status != 200 || after.body["mode"] != before.body["mode"] || after.body["version"] != before.body["version"] {
+		t.Errorf("the fleet's mode was %s, is now %d %s", before.raw, after.status, after.raw)
+	}
+	if members, _ := after.body["members"].([]any); len(members) != 2 {
+		t.Errorf("members %v: want the two replicas", after.body["members"])
+	}
+}
