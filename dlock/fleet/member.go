@@ -99,6 +99,9 @@ type Member struct {
 
 // Join starts the membership: this process takes its place in the fleet in the background, and
 // keeps it (rejoining after a lost session) until Close. Joined waits for it.
+// Every node the fleet creates (the root and the paths to it, the mode, the members, the
+// barrier's) gets the client's ACL (dlock.WithDigest); the client must have every permission on
+// nodes made before with another.
 func Join(c *dlock.Client, cfg Config) (*Member, error) {
 	if cfg.Root == "" || cfg.Root[0] != '/' || path.Clean(cfg.Root) != cfg.Root || cfg.Root == "/" {
 		return nil, fmt.Errorf("fleet: root %q must be a clean absolute path", cfg.Root)
