@@ -2,11 +2,14 @@ package order_test
 
 import (
 	"errors"
+	"log/slog"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/zkstock/zkstock/dlock"
 	"github.com/zkstock/zkstock/internal/testenv"
 	"github.com/zkstock/zkstock/order"
 )
@@ -80,5 +83,52 @@ func TestZKNodesRefuseClientsWithoutCredentials(t *testing.T) {
 	}
 	if members, _ := after.body["members"].([]any); len(members) != 2 {
 		t.Errorf("members %v: want the two replicas", after.body["members"])
+	}
+}
+
+// Nodes made open (by a replica of a version before ACLs, or by anyone while they were) are given
+// zkstock's ACL when a replica starts: the fleet's, and the paths to the fleet and to LockRoot.
+func TestSecureZKClosesNodesMadeOpen(t *testing.T) {
+	servers := testenv.ZKServers(t)
+	owner := testenv.ZKConn(t, servers)
+	fleetRoot := order.FleetRoot + "/" + testenv.UniqueName(t)
+	testenv.DeleteZKTreeAtCleanup(t, servers, fleetRoot)
+	open := zk.WorldACL(zk.PermAll)
+	for _, p := range []string{"/zkstock", "/zkstock/fleets", "/zkstock/locks", order.LockRoot} {
+		if _, err := owner.Create(p, nil, 0, open); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			t.Fatal(err)
+		}
+		if _, err := owner.SetACL(p, open, -1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, p := range []string{fleetRoot, fleetRoot + "/mode", fleetRoot + "/members", fleetRoot + "/barrier"} {
+		if _, err := owner.Create(p, []byte("zk"), 0, open); err != nil {
+			t.Fatal(err)
+		}
+	}
+	user, password := testenv.ZKAuth()
+	c, err := dlock.Connect(t.Context(), servers, dlock.WithDigest(user, password))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Close() }()
+	if err := order.SecureZK(t.Context(), c, fleetRoot[len(order.FleetRoot)+1:], slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatal(err)
+	}
+	want := append(zk.DigestACL(zk.PermAll, user, password), zk.WorldACL(zk.PermRead)...)
+	for _, p := range []string{"/zkstock", "/zkstock/fleets", "/zkstock/locks", order.LockRoot, fleetRoot, fleetRoot + "/mode", fleetRoot + "/members", fleetRoot + "/barrier"} {
+		acl, _, err := owner.GetACL(p)
+		if err != nil || len(acl) != 2 || !slices.Contains(acl, want[0]) || !slices.Contains(acl, want[1]) {
+			t.Errorf("%s: ACL %v %v, want %v", p, acl, err, want)
+		}
+	}
+	stranger, _, err := zk.Connect(servers, 10*time.Second, zk.WithLogInfo(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stranger.Close()
+	if _, err := stranger.Set(fleetRoot+"/mode", []byte("none"), -1); !errors.Is(err, zk.ErrNoAuth) {
+		t.Errorf("a client without credentials set the mode after SecureZK: %v", err)
 	}
 }

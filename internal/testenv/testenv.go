@@ -7,6 +7,7 @@
 package testenv
 
 import (
+	"cmp"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -18,9 +19,28 @@ import (
 
 // Main runs the package's tests. Without servers it runs nothing and says why (a failure under
 // CI=true), so that plain `go test ./...` on a bare machine does not drown in skips.
+// It exports ZK_AUTH when it is not set, so that replicas a test starts as processes use the
+// identity ZKAuth gives.
 func Main(m *testing.M, vars ...string) {
 	Require(vars...)
+	if os.Getenv("ZK_AUTH") == "" {
+		if err := os.Setenv("ZK_AUTH", defaultZKAuth); err != nil {
+			fmt.Fprintln(os.Stderr, "FAIL: set ZK_AUTH:", err)
+			os.Exit(1)
+		}
+	}
 	os.Exit(m.Run())
+}
+
+// defaultZKAuth is zkstock's ZooKeeper identity in tests run without scripts/servers.sh's env.
+const defaultZKAuth = "zkstock:zkstock-test"
+
+// ZKAuth is zkstock's ZooKeeper identity in tests, user and password: ZK_AUTH (scripts/servers.sh
+// exports one made for its servers), else a fixed one. Replicas and every test client that writes
+// under /zkstock authenticate with it.
+func ZKAuth() (user, password string) {
+	user, password, _ = strings.Cut(cmp.Or(os.Getenv("ZK_AUTH"), defaultZKAuth), ":")
+	return user, password
 }
 
 // Require ends the test binary before any test runs when a variable is missing: with success and
