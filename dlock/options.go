@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
-
-	"github.com/zkstock/zkstock/dlock/internal/zkauth"
 )
 
 // Option configures Connect.
@@ -69,15 +67,15 @@ func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l }
 func WithACL(acl []zk.ACL) Option { return func(c *config) { c.acl = acl } }
 
 // WithDigest authenticates the session as user:password with ZooKeeper's digest scheme, sent again
-// on every reconnect, and gives every node the client creates (lock paths and lock nodes) an ACL
-// that lets only that identity change or delete it, or create under it, and lets anyone read it.
+// on every reconnect, and gives every node the client creates (lock paths and lock nodes)
+// DigestACL: only that identity may change or delete it, or create under it; anyone may read it.
 // Another client of the ensemble can then look at the queues but can neither queue nor take a
 // holder's node away. Curator's authorization("digest", ...) with an ACLProvider returning the
 // same ACL, and kazoo's auth_data with the same default_acl, are peers on one path.
 func WithDigest(user, password string) Option {
 	return func(c *config) {
 		c.auth = append(c.auth, authInfo{"digest", []byte(user + ":" + password)})
-		c.acl = zkauth.ACL(user, password)
+		c.acl = DigestACL(user, password)
 	}
 }
 

@@ -25,6 +25,7 @@
 #   ZK_ENSEMBLE   three ZooKeeper peers in one quorum, comma-separated client addresses
 #   MYSQL_DSN     root on a fresh MariaDB, database zkstock
 #   REDIS_ADDR    a Redis with persistence off (--save "" --appendonly no), as a cache usually runs
+#   ZK_AUTH       zkstock's ZooKeeper identity (digest user:password), made afresh for these servers
 #   ZK_DIR, ZK_ENSEMBLE_DIRS, MYSQL_DIR, MYSQL_PORT, REDIS_DIR  for tests that restart servers
 #
 # ZK_JVM=server starts the ZooKeepers' JVMs as a server runs them (both JIT compilers, the default
@@ -298,8 +299,13 @@ cmd_start() {
 			ensdirs+="${ensdirs:+,}$dir/ensemble/zk$i"
 		done
 	fi
+	# zkstock's ZooKeeper identity for these servers: replicas and tools authenticate with it and
+	# give the nodes they make under /zkstock an ACL only it may write (docs/interop.md).
+	local zkauth
+	zkauth=zkstock:$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')
 	cat >"$dir/env.sh" <<EOF
 export ZK_SERVERS=127.0.0.1:$zkport
+export ZK_AUTH=$zkauth
 export ZK_DIR=$dir/zk
 export ZK_ENSEMBLE=$ens
 export ZK_ENSEMBLE_DIRS=$ensdirs

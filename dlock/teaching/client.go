@@ -22,7 +22,6 @@ import (
 	"github.com/zkstock/zkstock/dlock"
 	"github.com/zkstock/zkstock/dlock/internal/async"
 	"github.com/zkstock/zkstock/dlock/internal/nodename"
-	"github.com/zkstock/zkstock/dlock/internal/zkauth"
 )
 
 // Client is one ZooKeeper session for the teaching recipes, counting the work they do.
@@ -50,7 +49,7 @@ type Option func(*Client)
 func WithDigest(user, password string) Option {
 	return func(c *Client) {
 		c.auth = append(c.auth, []byte(user+":"+password))
-		c.acl = zkauth.ACL(user, password)
+		c.acl = dlock.DigestACL(user, password)
 	}
 }
 

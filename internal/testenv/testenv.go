@@ -19,16 +19,8 @@ import (
 
 // Main runs the package's tests. Without servers it runs nothing and says why (a failure under
 // CI=true), so that plain `go test ./...` on a bare machine does not drown in skips.
-// It exports ZK_AUTH when it is not set, so that replicas a test starts as processes use the
-// identity ZKAuth gives.
 func Main(m *testing.M, vars ...string) {
 	Require(vars...)
-	if os.Getenv("ZK_AUTH") == "" {
-		if err := os.Setenv("ZK_AUTH", defaultZKAuth); err != nil {
-			fmt.Fprintln(os.Stderr, "FAIL: set ZK_AUTH:", err)
-			os.Exit(1)
-		}
-	}
 	os.Exit(m.Run())
 }
 
@@ -44,8 +36,15 @@ func ZKAuth() (user, password string) {
 }
 
 // Require ends the test binary before any test runs when a variable is missing: with success and
-// a hint locally, with a failure under CI=true.
+// a hint locally, with a failure under CI=true. It exports ZK_AUTH when it is not set, so that
+// the replicas a test starts as processes use the identity ZKAuth gives.
 func Require(vars ...string) {
+	if os.Getenv("ZK_AUTH") == "" {
+		if err := os.Setenv("ZK_AUTH", defaultZKAuth); err != nil {
+			fmt.Fprintln(os.Stderr, "FAIL: set ZK_AUTH:", err)
+			os.Exit(1)
+		}
+	}
 	for _, v := range vars {
 		if os.Getenv(v) == "" {
 			msg := fmt.Sprintf("%s is not set: run `make test`, or scripts/servers.sh run -- go test ./...", v)
