@@ -90,7 +90,10 @@ func TestFleetNodesCarryTheClientsACL(t *testing.T) {
 		{"write the mode", func() error { _, err := stranger.Set(root+"/mode", []byte("c"), -1); return err }()},
 		{"delete the mode", stranger.Delete(root+"/mode", -1)},
 		{"remove a member", stranger.Delete(root+"/members/m2", -1)},
-		{"add a member", func() error { _, err := stranger.Create(root+"/members/intruder", nil, zk.FlagEphemeral, open); return err }()},
+		{"add a member", func() error {
+			_, err := stranger.Create(root+"/members/intruder", nil, zk.FlagEphemeral, open)
+			return err
+		}()},
 		{"queue at the barrier", func() error {
 			_, err := stranger.Create(root+"/barrier/_c_x-__WRIT__", nil, zk.FlagEphemeralSequential, open)
 			return err
