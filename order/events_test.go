@@ -389,7 +389,7 @@ func runReplica(t *testing.T, streams int) (url, dsn string, stop func() (time.D
 	dsn = testenv.MySQLDatabase(t)
 	testenv.DeleteZKTreeAtCleanup(t, testenv.ZKServers(t), order.FleetRoot+"/"+fleetOfDSN(t, dsn))
 	cfg := order.Config{HTTPAddr: addr, ReplicaID: "run1", Fleet: fleetOfDSN(t, dsn), ZKServers: testenv.ZKServers(t), ZKSessionTimeout: 10 * time.Second,
-		MySQLDSN: dsn, LockMode: order.ModeZK, LockTimeout: 5 * time.Second, AdminToken: adminToken,
+		ZKAuth: ordertest.ZKAuth(), MySQLDSN: dsn, LockMode: order.ModeZK, LockTimeout: 5 * time.Second, AdminToken: adminToken,
 		RedisAddr: os.Getenv("REDIS_ADDR"), RedisLockTTL: 3 * time.Second, EventStreams: streams}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

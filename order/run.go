@@ -93,6 +93,9 @@ func writeTimeout(cfg Config) time.Duration { return cfg.LockTimeout + cfg.WorkD
 // node at once and let another replica in before the change ends), leaves the fleet, and closes
 // the lock client (its nodes go at once) and the database.
 func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
+	if err := checkZKAuth(cfg.ZKAuth, cfg.ZKOpenACL); err != nil {
+		return fmt.Errorf("orderd: %w", err)
+	}
 	var store *inventory.Store
 	err := retryStart(ctx, log, "open the database", startAttempt, func(ctx context.Context) error {
 		var err error

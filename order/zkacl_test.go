@@ -1,15 +1,19 @@
 package order_test
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"log/slog"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-zookeeper/zk"
 
 	"github.com/zkstock/zkstock/dlock"
+	"github.com/zkstock/zkstock/internal/ordertest"
 	"github.com/zkstock/zkstock/internal/testenv"
 	"github.com/zkstock/zkstock/order"
 )
@@ -130,5 +134,29 @@ func TestSecureZKClosesNodesMadeOpen(t *testing.T) {
 	defer stranger.Close()
 	if _, err := stranger.Set(fleetRoot+"/mode", []byte("none"), -1); !errors.Is(err, zk.ErrNoAuth) {
 		t.Errorf("a client without credentials set the mode after SecureZK: %v", err)
+	}
+}
+
+// A replica of another identity (a wrong password, say) on a fleet zkstock's identity owns cannot
+// take the fleet's nodes over: it stops at once with ZooKeeper's refusal, and tries nothing
+// again, since no attempt could succeed.
+func TestRunStopsAtOnceOnAFleetOfAnotherIdentity(t *testing.T) {
+	r := newCluster(t, 1, clusterOpts{})[0]
+	var logs bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	err := order.Run(ctx, order.Config{HTTPAddr: "127.0.0.1:0", ReplicaID: "impostor", Fleet: r.Fleet,
+		ZKServers: testenv.ZKServers(t), ZKSessionTimeout: 10 * time.Second, ZKAuth: order.ZKAuth{User: ordertest.ZKAuth().User, Password: "wrong"},
+		MySQLDSN: r.DSN, LockMode: order.ModeZK, LockTimeout: 5 * time.Second}, slog.New(slog.NewTextHandler(&logs, nil)))
+	if !errors.Is(err, zk.ErrNoAuth) {
+		t.Fatalf("Run as another identity = %v, want %v", err, zk.ErrNoAuth)
+	}
+	if strings.Contains(logs.String(), "trying again") {
+		t.Fatalf("a refusal of the identity was tried again:\n%s", logs.String())
+	}
+	if rep := admin(t, r, "GET", "/admin/lock-mode", ""); rep.status != 200 {
+		t.Fatalf("the fleet after the impostor: %d %s", rep.status, rep.raw)
+	} else if members, _ := rep.body["members"].([]any); len(members) != 1 {
+		t.Fatalf("members %v: want the one replica", rep.body["members"])
 	}
 }

@@ -24,6 +24,12 @@ import (
 // AdminToken is the replicas' admin token unless Options says otherwise.
 const AdminToken = "test-admin"
 
+// ZKAuth is the replicas' ZooKeeper identity: the tests' (testenv.ZKAuth).
+func ZKAuth() order.ZKAuth {
+	user, password := testenv.ZKAuth()
+	return order.ZKAuth{User: user, Password: password}
+}
+
 // Replica is one running order service.
 type Replica struct {
 	Name  string
@@ -130,7 +136,7 @@ func Start(t testing.TB, n int, o Options) []*Replica {
 			redisAddr = ""
 		}
 		cfg := order.Config{ReplicaID: name, LockMode: o.Mode, LockTimeout: o.LockTimeout, WorkDelay: o.WorkDelay, AdminToken: token,
-			ZKServers: o.ZKServers, ZKSessionTimeout: 10 * time.Second, ZKAuth: order.ZKAuth{User: user, Password: password}, Fleet: o.Fleet, RedisAddr: redisAddr, RedisLockTTL: cmp.Or(o.RedisLockTTL, 3*time.Second), EventStreams: o.EventStreams,
+			ZKServers: o.ZKServers, ZKSessionTimeout: 10 * time.Second, ZKAuth: ZKAuth(), Fleet: o.Fleet, RedisAddr: redisAddr, RedisLockTTL: cmp.Or(o.RedisLockTTL, 3*time.Second), EventStreams: o.EventStreams,
 			QueueBudget: o.QueueBudget}
 		srv, err := order.New(cfg, store, locks, logger())
 		if err != nil {
