@@ -38,7 +38,10 @@
 # --no-test-packages (what the demo passes) installs only the servers'.
 set -euo pipefail
 
-ZK_CP=/etc/zookeeper/conf:/usr/share/java/zookeeper.jar
+# netty-codec.jar: Debian's zookeeper.jar lists the other Netty jars on its class path but not this
+# one, which a secure client port (NettyServerCnxnFactory) needs (NoClassDefFoundError
+# io/netty/handler/codec/ByteToMessageDecoder at the first TLS connection)
+ZK_CP=/etc/zookeeper/conf:/usr/share/java/zookeeper.jar:/usr/share/java/netty-codec.jar
 case ${ZK_JVM:-test} in
 test) zk_jvm=(-Xms64m -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1) ;;
 server) zk_jvm=(-Xms512m -Xmx512m) ;;
