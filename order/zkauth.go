@@ -12,6 +12,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/zkstock/zkstock/dlock"
+	"github.com/zkstock/zkstock/dlock/fleet"
 	"github.com/zkstock/zkstock/dlock/teaching"
 )
 
@@ -133,20 +134,32 @@ func SecureZK(ctx context.Context, c *dlock.Client, fleetName string, log *slog.
 			}
 		}
 	}
-	paths = append(paths, root+"/mode", root+"/members", root+"/barrier")
+	for _, p := range fleet.Nodes(root) {
+		if !slices.Contains(paths, p) {
+			paths = append(paths, p)
+		}
+	}
 	for _, p := range paths {
 		changed, err := dlock.Do(ctx, c, func(conn *zk.Conn) (bool, error) {
-			have, st, err := conn.GetACL(p)
-			if errors.Is(err, zk.ErrNoNode) || err == nil && sameACL(have, acl) {
-				return false, nil
+			for range 3 { // another replica starting may set it between the read and the write
+				have, st, err := conn.GetACL(p)
+				switch {
+				case errors.Is(err, zk.ErrNoNode) || err == nil && sameACL(have, acl):
+					return false, nil
+				case err != nil:
+					return false, err
+				}
+				_, err = conn.SetACL(p, acl, st.Aversion)
+				switch {
+				case err == nil:
+					return true, nil
+				case errors.Is(err, zk.ErrNoNode):
+					return false, nil
+				case !errors.Is(err, zk.ErrBadVersion):
+					return false, err
+				}
 			}
-			if err != nil {
-				return false, err
-			}
-			if _, err := conn.SetACL(p, acl, st.Aversion); err != nil && !errors.Is(err, zk.ErrNoNode) {
-				return false, err
-			}
-			return true, nil
+			return false, errors.New("its ACL kept changing")
 		})
 		if err != nil {
 			return fmt.Errorf("secure ZooKeeper node %s (zkstock's identity needs ADMIN on it; a ZooKeeper superuser can give it): %w", p, err)

@@ -28,6 +28,20 @@ type MemberInfo struct {
 	memberRecord
 }
 
+// The fleet's nodes under its root.
+const (
+	modeNode    = "/mode"    // the mode, its version the count of switches
+	membersNode = "/members" // a node per member
+	barrierNode = "/barrier" // the switch barrier's read/write lock
+)
+
+// Nodes are the persistent nodes of the fleet at root, root first: those an operator, or a
+// start-up that gives nodes made before another ACL, must look at (the members' nodes and the
+// barrier's are ephemeral, of their sessions).
+func Nodes(root string) []string {
+	return []string{root, root + modeNode, root + membersNode, root + barrierNode}
+}
+
 // ensurePath creates p and its parents as persistent nodes with acl where missing: the fleet's
 // mode must outlive its members, so these are not containers.
 func ensurePath(conn *zk.Conn, p string, acl []zk.ACL) error {
