@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -105,6 +106,10 @@ func Connect(ctx context.Context, servers []string, opts ...Option) (*Client, er
 	}
 	return c, nil
 }
+
+// ACL is the ACL the client gives the nodes it creates (WithACL, WithDigest): recipes built on
+// the client, such as dlock/fleet, give theirs the same.
+func (c *Client) ACL() []zk.ACL { return slices.Clone(c.cfg.acl) }
 
 // Stats returns the client's counters since Connect.
 func (c *Client) Stats() Stats { return c.stats.snapshot() }

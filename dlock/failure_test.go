@@ -25,20 +25,35 @@ type behindHolder struct {
 	c      *dlock.Client
 }
 
-func queueBehindHolder(t *testing.T, session time.Duration) behindHolder {
+// Both clients get opts; with any, the lock path is below a directory of the test's own (openDir).
+func queueBehindHolder(t *testing.T, session time.Duration, opts ...dlock.Option) behindHolder {
 	t.Helper()
 	servers := testenv.ZKServers(t)
 	s := behindHolder{path: testenv.UniquePath(t), raw: rawConn(t), proxy: tcpproxy.New(t, servers[0])}
+	if len(opts) > 0 {
+		s.path = openDir(t, s.raw) + "/lock"
+	}
 	var err error
-	if s.holder, err = dlock.NewMutex(connect(t, servers), s.path).Lock(ctxTimeout(t, 5*time.Second)); err != nil {
+	if s.holder, err = dlock.NewMutex(connect(t, servers, opts...), s.path).Lock(ctxTimeout(t, 5*time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	s.c = connect(t, []string{s.proxy.Addr()}, dlock.WithSessionTimeout(session))
+	s.c = connect(t, []string{s.proxy.Addr()}, append(opts, dlock.WithSessionTimeout(session))...)
 	return s
 }
 
+// withACLs runs test with open nodes and with WithDigest's: a client that finds or deletes its
+// node after a reconnect must be authenticated again by then.
+func withACLs(t *testing.T, test func(t *testing.T, opts ...dlock.Option)) {
+	t.Run("open", func(t *testing.T) { test(t) })
+	t.Run("digest", func(t *testing.T) { test(t, dlock.WithDigest(aclUser, aclPassword)) })
+}
+
 func TestConnectionLossDuringCreateLeavesNoOrphan(t *testing.T) {
-	s := queueBehindHolder(t, 6*time.Second)
+	withACLs(t, testConnectionLossDuringCreateLeavesNoOrphan)
+}
+
+func testConnectionLossDuringCreateLeavesNoOrphan(t *testing.T, opts ...dlock.Option) {
+	s := queueBehindHolder(t, 6*time.Second, opts...)
 	path, raw, holder, proxy, c := s.path, s.raw, s.holder, s.proxy, s.c
 	proxy.CutAfterRequest(func(op int32) bool { return op == opCreate })
 	createsBefore := c.Stats().Creates
@@ -67,7 +82,11 @@ func TestConnectionLossDuringCreateLeavesNoOrphan(t *testing.T) {
 // server unreachable until the context ends) must still not leave its node behind: the session
 // comes back with the node in it, ahead of every later waiter, and nobody would ever delete it.
 func TestAbandonedCreateIsCleanedUpWhenTheSessionReturns(t *testing.T) {
-	s := queueBehindHolder(t, 10*time.Second)
+	withACLs(t, testAbandonedCreateIsCleanedUpWhenTheSessionReturns)
+}
+
+func testAbandonedCreateIsCleanedUpWhenTheSessionReturns(t *testing.T, opts ...dlock.Option) {
+	s := queueBehindHolder(t, 10*time.Second, opts...)
 	path, raw, holder, proxy, c := s.path, s.raw, s.holder, s.proxy, s.c
 	sid := c.SessionID()
 	proxy.CutAfterRequestAndHold(func(op int32) bool { return op == opCreate })

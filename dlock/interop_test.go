@@ -18,11 +18,17 @@ import (
 // counter that writers increment by read-wait-write lost no update.
 func runFleet(t *testing.T, specs []peerSpec, n int, hold time.Duration) {
 	t.Helper()
-	path, dir := testenv.UniquePath(t), fleetDir(t, true)
+	runFleetAt(t, testenv.UniquePath(t), specs, n, hold)
+}
+
+// runFleetAt is runFleet on path, with env added to every peer's environment (peerAuthEnv).
+func runFleetAt(t *testing.T, path string, specs []peerSpec, n int, hold time.Duration, env ...string) {
+	t.Helper()
+	dir := fleetDir(t, true)
 	procs := make([]*peerProc, len(specs))
 	writers := 0
 	for i, s := range specs {
-		procs[i] = startPeer(t, s, path, dir, fmt.Sprintf("%s-%d", s.lib, i), n, hold)
+		procs[i] = startPeer(t, s, path, dir, fmt.Sprintf("%s-%d", s.lib, i), n, hold, env...)
 		if s.kind != "read" {
 			writers++
 		}
@@ -175,4 +181,43 @@ func TestFIFOAcrossLibraries(t *testing.T) {
 			}
 		})
 	}
+}
+
+// With ACLs on both sides (dlock.WithDigest; Curator's authorization and an ACLProvider; kazoo's
+// auth_data and default_acl; zk.Lock's AddAuth and ACL) each library's nodes carry the digest ACL,
+// and the mixed fleets on one path are still one lock: 0 overlaps, no update lost.
+func TestMixedFleetsWithACLs(t *testing.T) {
+	auth := peerAuthEnv + "=" + aclUser + ":" + aclPassword
+	owner := rawConn(t) // reads the ACLs with their hashes
+	if err := owner.AddAuth("digest", []byte(aclUser+":"+aclPassword)); err != nil {
+		t.Fatal(err)
+	}
+	want := wantACL(aclUser, aclPassword)
+	for _, spec := range []peerSpec{{libDlock, "mutex"}, {libDlockKazoo, "write"}, {libZKLock, "mutex"}, {libCurator, "mutex"},
+		{libCurator, "read"}, {libKazoo, "mutex"}, {libKazoo, "read"}} {
+		t.Run("nodes/"+spec.lib+"-"+spec.kind, func(t *testing.T) {
+			path := openDir(t, owner) + "/lock"
+			p := startPeer(t, spec, path, fleetDir(t, false), "acl-"+spec.lib, 1, 1500*time.Millisecond, auth)
+			p.waitHeld(t, time.Minute)
+			nodes := lockNodes(t, owner, path)
+			if len(nodes) != 1 {
+				t.Fatalf("nodes %v: want the holder's", nodes)
+			}
+			for _, n := range []string{path, path + "/" + nodes[0]} {
+				if acl, _, err := owner.GetACL(n); err != nil || !sameACL(acl, want) {
+					t.Errorf("%s's node %s: ACL %v %v, want %v", spec, n, acl, err, want)
+				}
+			}
+			p.wait(t, time.Minute)
+		})
+	}
+	t.Run("fleet/curator-zklock", func(t *testing.T) {
+		specs := slices.Concat(repeat(peerSpec{libDlock, "mutex"}, 2), repeat(peerSpec{libCurator, "mutex"}, 2),
+			repeat(peerSpec{libZKLock, "mutex"}, 1))
+		runFleetAt(t, openDir(t, owner)+"/lock", specs, 15, 2*time.Millisecond, auth)
+	})
+	t.Run("fleet/kazoo", func(t *testing.T) {
+		specs := slices.Concat(repeat(peerSpec{libDlockKazoo, "mutex"}, 2), repeat(peerSpec{libKazoo, "mutex"}, 2))
+		runFleetAt(t, openDir(t, owner)+"/lock", specs, 15, 2*time.Millisecond, auth)
+	})
 }

@@ -61,8 +61,23 @@ func WithServerTick(d time.Duration) Option { return func(c *config) { c.serverT
 // WithLogger sets where connection and lock events are logged (default: nowhere).
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
 
-// WithACL sets the ACL of every node the client creates (default: open to all).
+// WithACL sets the ACL of every node the client creates (default: open to all). The client must
+// hold every permission on its nodes that its locks use: create and delete on the lock paths, and
+// delete on its own lock nodes.
 func WithACL(acl []zk.ACL) Option { return func(c *config) { c.acl = acl } }
+
+// WithDigest authenticates the session as user:password with ZooKeeper's digest scheme, sent again
+// on every reconnect, and gives every node the client creates (lock paths and lock nodes)
+// DigestACL: only that identity may change or delete it, or create under it; anyone may read it.
+// Another client of the ensemble can then look at the queues but can neither queue nor take a
+// holder's node away. Curator's authorization("digest", ...) with an ACLProvider returning the
+// same ACL, and kazoo's auth_data with the same default_acl, are peers on one path.
+func WithDigest(user, password string) Option {
+	return func(c *config) {
+		c.auth = append(c.auth, authInfo{"digest", []byte(user + ":" + password)})
+		c.acl = DigestACL(user, password)
+	}
+}
 
 // WithAuth adds authentication, sent again on every reconnect (for example "digest", "user:pass").
 func WithAuth(scheme string, auth []byte) Option {

@@ -87,8 +87,14 @@ type peerResult struct {
 	err                error
 }
 
-// startPeer runs one peer process: n acquisitions of spec at path, each held for hold.
-func startPeer(t *testing.T, spec peerSpec, path, dir, id string, n int, hold time.Duration) *peerProc {
+// peerAuthEnv names the digest identity user:password a peer authenticates as, giving its nodes
+// dlock.DigestACL (Curator: authorization and an ACLProvider; kazoo: auth_data and default_acl);
+// without it a peer's nodes are open to all.
+const peerAuthEnv = "PEER_ZK_AUTH"
+
+// startPeer runs one peer process: n acquisitions of spec at path, each held for hold, with env
+// added to its environment (peerAuthEnv).
+func startPeer(t *testing.T, spec peerSpec, path, dir, id string, n int, hold time.Duration, env ...string) *peerProc {
 	t.Helper()
 	args := []string{strings.Join(testenv.ZKServers(t), ","), path, spec.kind, strconv.Itoa(n), id, dir,
 		strconv.FormatInt(hold.Milliseconds(), 10)}
@@ -106,6 +112,7 @@ func startPeer(t *testing.T, spec peerSpec, path, dir, id string, n int, hold ti
 	default:
 		t.Fatalf("unknown peer library %q", spec.lib)
 	}
+	cmd.Env = append(cmd.Environ(), env...)
 	p := &peerProc{spec: spec, id: id, cmd: cmd, ready: make(chan struct{}), held: make(chan int, n), result: make(chan peerResult, 1), stderr: &strings.Builder{}}
 	cmd.Stderr = &lockedWriter{w: p.stderr}
 	out, err := cmd.StdoutPipe()
@@ -292,6 +299,8 @@ func runPeerWorker(args []string) int {
 	holdMS, _ := strconv.Atoi(args[7])
 	hold := time.Duration(holdMS) * time.Millisecond
 	ctx := context.Background()
+	auth := os.Getenv(peerAuthEnv)
+	user, password, _ := strings.Cut(auth, ":")
 
 	var lock func() (unlock func() error, err error)
 	switch lib {
@@ -302,7 +311,15 @@ func runPeerWorker(args []string) int {
 			return 1
 		}
 		defer conn.Close()
-		l := zk.NewLock(conn, path, zk.WorldACL(zk.PermAll))
+		acl := zk.WorldACL(zk.PermAll)
+		if auth != "" {
+			if err := conn.AddAuth("digest", []byte(auth)); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 1
+			}
+			acl = dlock.DigestACL(user, password)
+		}
+		l := zk.NewLock(conn, path, acl)
 		lock = func() (func() error, error) { return l.Unlock, l.Lock() }
 	default:
 		naming := dlock.CuratorNaming
@@ -310,7 +327,11 @@ func runPeerWorker(args []string) int {
 			naming = dlock.KazooNaming
 		}
 		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		c, err := dlock.Connect(cctx, servers, dlock.WithNaming(naming), dlock.WithOwner(id))
+		opts := []dlock.Option{dlock.WithNaming(naming), dlock.WithOwner(id)}
+		if auth != "" {
+			opts = append(opts, dlock.WithDigest(user, password))
+		}
+		c, err := dlock.Connect(cctx, servers, opts...)
 		cancel()
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)

@@ -33,6 +33,10 @@ type Config struct {
 	Acquisitions int           // per variant and contender count
 	Hold         time.Duration // time inside the critical section
 	Timeout      time.Duration // for the whole of one row
+	// ZKUser and ZKPassword, when set, are the digest identity every ZooKeeper contender
+	// authenticates as; their nodes then get dlock.DigestACL. Needed under a path whose ACL
+	// admits only that identity (zkstock's /zkstock).
+	ZKUser, ZKPassword string
 }
 
 // Row is one variant at one contender count.
@@ -107,7 +111,15 @@ func newContender(ctx context.Context, variant string, cfg Config, path string) 
 		if err != nil {
 			return nil, fmt.Errorf("connect: %w", err)
 		}
-		l := zk.NewLock(conn, path, zk.WorldACL(zk.PermAll))
+		acl := zk.WorldACL(zk.PermAll)
+		if cfg.ZKUser != "" {
+			if err := conn.AddAuth("digest", []byte(cfg.ZKUser+":"+cfg.ZKPassword)); err != nil {
+				conn.Close()
+				return nil, fmt.Errorf("digest auth: %w", err)
+			}
+			acl = dlock.DigestACL(cfg.ZKUser, cfg.ZKPassword)
+		}
+		l := zk.NewLock(conn, path, acl)
 		return &contender{
 			lock: func(context.Context) (func() error, error) {
 				if err := l.Lock(); err != nil {
@@ -119,13 +131,21 @@ func newContender(ctx context.Context, variant string, cfg Config, path string) 
 		}, nil
 	}
 	if variant == "fair" {
-		c, err := dlock.Connect(ctx, servers)
+		var opts []dlock.Option
+		if cfg.ZKUser != "" {
+			opts = append(opts, dlock.WithDigest(cfg.ZKUser, cfg.ZKPassword))
+		}
+		c, err := dlock.Connect(ctx, servers, opts...)
 		if err != nil {
 			return nil, err
 		}
 		return &contender{lock: leaseLock(dlock.NewMutex(c, path).Lock), stats: c.Stats, close: func() { _ = c.Close() }}, nil
 	}
-	c, err := teaching.Connect(ctx, servers, 10*time.Second, "lockbench")
+	var opts []teaching.Option
+	if cfg.ZKUser != "" {
+		opts = append(opts, teaching.WithDigest(cfg.ZKUser, cfg.ZKPassword))
+	}
+	c, err := teaching.Connect(ctx, servers, 10*time.Second, "lockbench", opts...)
 	if err != nil {
 		return nil, err
 	}

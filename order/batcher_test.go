@@ -41,7 +41,7 @@ func TestBatchPanicFailsOnlyItsBatch(t *testing.T) {
 func TestBatchLockTimeoutFailsOnlyThoseWhoWaited(t *testing.T) {
 	r := ordertest.Start(t, 1, ordertest.Options{Mode: order.ModeZKBatch, LockTimeout: time.Second})[0]
 	resetStock(t, r, "BAT-2", 10)
-	other, err := dlock.Connect(context.Background(), testenv.ZKServers(t))
+	other, err := dlock.Connect(context.Background(), testenv.ZKServers(t), dlock.WithDigest(testenv.ZKAuth()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -86,6 +86,12 @@ type Config struct {
 	// the lock timeout: the waits of a flash sale ran up to 1.4 times the budget, and a purchase
 	// admitted must still get its turn before its lock wait times out.
 	QueueBudget time.Duration
+	// ZKAuth is zkstock's ZooKeeper identity (ZK_AUTH, ZK_AUTH_FILE): the nodes the replica
+	// creates are writable by it alone, readable by all (zkauth.go). Zero only with ZKOpenACL.
+	ZKAuth ZKAuth
+	// ZKOpenACL (ZK_OPEN_ACL=true) runs without an identity, every node open to every client of
+	// the ensemble: any of them can change the fleet's mode or break a lock.
+	ZKOpenACL bool
 }
 
 // LoadConfig reads flags, falling back to the environment, then to the defaults. A bad value is
@@ -104,6 +110,9 @@ func LoadConfig(args []string, getenv func(string) string, out io.Writer) (Confi
 		httpAddr    = fs.String("http-addr", env("HTTP_ADDR", ":8080"), "listen address (HTTP_ADDR)")
 		replica     = fs.String("replica-id", env("REPLICA_ID", ReplicaIDFromHost(host)), "this replica's name in orders, logs and lock nodes (REPLICA_ID)")
 		zkServers   = fs.String("zk-servers", env("ZK_SERVERS", "127.0.0.1:2181"), "comma-separated ZooKeeper servers (ZK_SERVERS)")
+		zkAuth      = fs.String("zk-auth", env("ZK_AUTH", ""), "zkstock's ZooKeeper identity, user:password (digest) (ZK_AUTH)")
+		zkAuthFile  = fs.String("zk-auth-file", env("ZK_AUTH_FILE", ""), "a file holding user:password, instead of -zk-auth (ZK_AUTH_FILE)")
+		zkOpenACL   = fs.String("zk-open-acl", env("ZK_OPEN_ACL", "false"), "true: no identity, every node open to every ZooKeeper client (insecure) (ZK_OPEN_ACL)")
 		zkSession   = fs.String("zk-session-timeout", env("ZK_SESSION_TIMEOUT", "10s"), "ZooKeeper session timeout (ZK_SESSION_TIMEOUT)")
 		dsn         = fs.String("mysql-dsn", env("MYSQL_DSN", "root@tcp(127.0.0.1:3306)/zkstock?parseTime=true"), "database (MYSQL_DSN)")
 		lockMode    = fs.String("lock-mode", env("LOCK_MODE", string(ModeZK)), joinModes()+" (LOCK_MODE)")
@@ -171,6 +180,15 @@ func LoadConfig(args []string, getenv func(string) string, out io.Writer) (Confi
 	}
 	if len(cfg.ZKServers) == 0 {
 		return Config{}, fmt.Errorf("ZK_SERVERS: no servers given")
+	}
+	if cfg.ZKOpenACL, err = strconv.ParseBool(*zkOpenACL); err != nil {
+		return Config{}, fmt.Errorf("ZK_OPEN_ACL: %q is not true or false", *zkOpenACL)
+	}
+	if cfg.ZKAuth, err = LoadZKAuth(*zkAuth, *zkAuthFile); err != nil {
+		return Config{}, err
+	}
+	if err := checkZKAuth(cfg.ZKAuth, cfg.ZKOpenACL); err != nil {
+		return Config{}, err
 	}
 	if !skuPattern.MatchString(cfg.Fleet) {
 		return Config{}, fmt.Errorf("FLEET: %q must match %s", cfg.Fleet, skuPattern)

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"io"
 	"log/slog"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -12,7 +13,18 @@ import (
 	"github.com/zkstock/zkstock/order"
 )
 
-func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+// env is an environment of m's variables; one that sets no ZooKeeper identity and no opt-out gets
+// one (zkauth_test.go tests those).
+func env(m map[string]string) func(string) string {
+	if m["ZK_AUTH"] == "" && m["ZK_AUTH_FILE"] == "" && m["ZK_OPEN_ACL"] == "" {
+		m = maps.Clone(m)
+		if m == nil {
+			m = map[string]string{}
+		}
+		m["ZK_AUTH"] = "zkstock:config-test"
+	}
+	return func(k string) string { return m[k] }
+}
 
 func TestLoadConfigDefaults(t *testing.T) {
 	cfg, err := order.LoadConfig(nil, env(map[string]string{"REPLICA_ID": "order1"}), io.Discard)

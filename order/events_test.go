@@ -238,7 +238,7 @@ func TestStreamsShareOneSnapshotProducer(t *testing.T) {
 		}()
 	}
 	for g := 0; g < 4; g++ { // and other clients of the same lock, each taking it in turn
-		c, err := dlock.Connect(context.Background(), testenv.ZKServers(t), dlock.WithOwner(fmt.Sprintf("churn%d", g)))
+		c, err := dlock.Connect(context.Background(), testenv.ZKServers(t), dlock.WithDigest(testenv.ZKAuth()), dlock.WithOwner(fmt.Sprintf("churn%d", g)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -389,7 +389,7 @@ func runReplica(t *testing.T, streams int) (url, dsn string, stop func() (time.D
 	dsn = testenv.MySQLDatabase(t)
 	testenv.DeleteZKTreeAtCleanup(t, testenv.ZKServers(t), order.FleetRoot+"/"+fleetOfDSN(t, dsn))
 	cfg := order.Config{HTTPAddr: addr, ReplicaID: "run1", Fleet: fleetOfDSN(t, dsn), ZKServers: testenv.ZKServers(t), ZKSessionTimeout: 10 * time.Second,
-		MySQLDSN: dsn, LockMode: order.ModeZK, LockTimeout: 5 * time.Second, AdminToken: adminToken,
+		ZKAuth: ordertest.ZKAuth(), MySQLDSN: dsn, LockMode: order.ModeZK, LockTimeout: 5 * time.Second, AdminToken: adminToken,
 		RedisAddr: os.Getenv("REDIS_ADDR"), RedisLockTTL: 3 * time.Second, EventStreams: streams}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -443,11 +443,7 @@ func bigEvents(t *testing.T, url, dsn, sku string) {
 	if rep := call(t, "PUT", url+"/admin/products/"+sku, `{"stock":10}`, "Authorization", "Bearer "+adminToken); rep.status != 200 {
 		t.Fatalf("reset: %d %s", rep.status, rep.raw)
 	}
-	conn, _, err := zk.Connect(testenv.ZKServers(t), 10*time.Second, zk.WithLogInfo(false))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(conn.Close)
+	conn := testenv.ZKConn(t, testenv.ZKServers(t))
 	members := order.FleetRoot + "/" + fleetOfDSN(t, dsn) + "/members"
 	why := strings.Repeat("a ghost member that never serves; ", 500_000/34)
 	for i := range 4 {

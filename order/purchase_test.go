@@ -163,11 +163,7 @@ func testLeaseLostBeforeCommitRollsBack(t *testing.T, mode order.LockMode) {
 	rs := newCluster(t, 1, clusterOpts{Mode: mode, WorkDelay: 2 * time.Second})
 	sku := "SKU-lost"
 	resetStock(t, rs[0], sku, 5)
-	raw, _, err := zk.Connect(testenv.ZKServers(t), 10*time.Second, zk.WithLogInfo(false))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer raw.Close()
+	raw := testenv.ZKConn(t, testenv.ZKServers(t)) // zkstock's identity: only it may delete a lock node
 	got := make(chan reply, 1)
 	go func() { got <- buy(t, rs[0], sku, 1, "") }()
 	// While the purchase works inside the lock, someone deletes its lock node.

@@ -10,6 +10,8 @@ import (
 	"net/http/pprof"
 	"time"
 
+	"github.com/go-zookeeper/zk"
+
 	"github.com/zkstock/zkstock/dlock"
 	"github.com/zkstock/zkstock/inventory"
 )
@@ -40,7 +42,8 @@ const startWindow = 30 * time.Second
 // attempt within attemptBound: a replica started while the database or ZooKeeper is out of reach for a moment
 // (restarted, cut off, as a supervisor restarting a fleet after an outage meets them) comes up
 // when they are back, rather than exiting at the first refused connection. A configuration that
-// can never work (inventory.ErrMisconfigured) is not tried again.
+// can never work (inventory.ErrMisconfigured, or ZooKeeper refusing zkstock's identity a node) is
+// not tried again.
 func retryStart(parent context.Context, log *slog.Logger, step string, attemptBound time.Duration, try func(context.Context) error) error {
 	ctx, cancelWindow := context.WithTimeout(parent, startWindow) // each step its own window
 	defer cancelWindow()
@@ -52,7 +55,7 @@ func retryStart(parent context.Context, log *slog.Logger, step string, attemptBo
 		if err == nil {
 			return nil
 		}
-		if errors.Is(err, inventory.ErrMisconfigured) {
+		if errors.Is(err, inventory.ErrMisconfigured) || errors.Is(err, zk.ErrNoAuth) {
 			return fmt.Errorf("%s: %w", step, err) // no attempt can succeed: say so now
 		}
 		if ctx.Err() != nil {
@@ -90,6 +93,9 @@ func writeTimeout(cfg Config) time.Duration { return cfg.LockTimeout + cfg.WorkD
 // node at once and let another replica in before the change ends), leaves the fleet, and closes
 // the lock client (its nodes go at once) and the database.
 func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
+	if err := checkZKAuth(cfg.ZKAuth, cfg.ZKOpenACL); err != nil {
+		return fmt.Errorf("orderd: %w", err)
+	}
 	var store *inventory.Store
 	err := retryStart(ctx, log, "open the database", startAttempt, func(ctx context.Context) error {
 		var err error
@@ -112,9 +118,16 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	var locks *dlock.Client
 	err = retryStart(ctx, log, "connect to ZooKeeper", startAttempt, func(ctx context.Context) error {
 		var err error
-		locks, err = dlock.Connect(ctx, cfg.ZKServers,
-			dlock.WithSessionTimeout(cfg.ZKSessionTimeout), dlock.WithOwner(cfg.ReplicaID), dlock.WithLogger(log))
-		return err
+		locks, err = dlock.Connect(ctx, cfg.ZKServers, append(cfg.ZKAuth.LockOptions(),
+			dlock.WithSessionTimeout(cfg.ZKSessionTimeout), dlock.WithOwner(cfg.ReplicaID), dlock.WithLogger(log))...)
+		if err != nil {
+			return err
+		}
+		if err := SecureZK(ctx, locks, cfg.Fleet, log); err != nil {
+			_ = locks.Close()
+			return err
+		}
+		return nil
 	})
 	if err != nil {
 		return startFailed(ctx, log, err)

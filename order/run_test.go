@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+	"github.com/zkstock/zkstock/internal/ordertest"
 	"github.com/zkstock/zkstock/internal/testenv"
 	"github.com/zkstock/zkstock/inventory"
 	"github.com/zkstock/zkstock/order"
@@ -28,7 +29,7 @@ func TestRunGivesUpAtOnceOnAConfigurationThatCannotWork(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	err = order.Run(ctx, order.Config{HTTPAddr: "127.0.0.1:0", ReplicaID: "misconfigured", Fleet: "misconfigured",
-		ZKServers: testenv.ZKServers(t), ZKSessionTimeout: 10 * time.Second, MySQLDSN: cfg.FormatDSN(), LockMode: order.ModeZK,
+		ZKServers: testenv.ZKServers(t), ZKSessionTimeout: 10 * time.Second, ZKAuth: ordertest.ZKAuth(), MySQLDSN: cfg.FormatDSN(), LockMode: order.ModeZK,
 		LockTimeout: 5 * time.Second}, slog.New(slog.NewTextHandler(&logs, nil)))
 	if !errors.Is(err, inventory.ErrUnsafeCharset) || !errors.Is(err, inventory.ErrMisconfigured) {
 		t.Fatalf("Run with charset gbk = %v, want ErrUnsafeCharset", err)

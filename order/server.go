@@ -122,7 +122,7 @@ func (s *Server) herdClient(ctx context.Context) (*teaching.Client, error) {
 
 // openHerd opens the herd session for herdClient, and closes done when it is over.
 func (s *Server) openHerd(ctx context.Context, done chan struct{}) (*teaching.Client, error) {
-	c, err := teaching.Connect(ctx, s.cfg.ZKServers, s.cfg.ZKSessionTimeout, s.cfg.ReplicaID)
+	c, err := teaching.Connect(ctx, s.cfg.ZKServers, s.cfg.ZKSessionTimeout, s.cfg.ReplicaID, s.cfg.ZKAuth.teachingOptions()...)
 	s.herdMu.Lock()
 	defer s.herdMu.Unlock()
 	s.herdOpening = nil
@@ -191,6 +191,9 @@ func New(cfg Config, store *inventory.Store, locks *dlock.Client, log *slog.Logg
 		cfg.Fleet = "default"
 	}
 	// Both name ZooKeeper nodes (the fleet's path, the member node): one path element each.
+	if err := checkZKAuth(cfg.ZKAuth, cfg.ZKOpenACL); err != nil {
+		return nil, fmt.Errorf("order: %w", err)
+	}
 	if !skuPattern.MatchString(cfg.Fleet) || !skuPattern.MatchString(cfg.ReplicaID) {
 		return nil, fmt.Errorf("order: the fleet %q and the replica id %q must match %s", cfg.Fleet, cfg.ReplicaID, skuPattern)
 	}

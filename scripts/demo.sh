@@ -12,7 +12,8 @@
 #                                          one a line (the servers the demo runs, and curl; not the
 #                                          tests' JDK, Curator and kazoo), and change nothing
 #
-# With ZK_SERVERS and MYSQL_DSN already set, `up` uses those servers instead of starting its own.
+# With ZK_SERVERS and MYSQL_DSN already set, `up` uses those servers instead of starting its own,
+# and zkstock's ZooKeeper identity in ZK_AUTH or ZK_AUTH_FILE if set (else a new one).
 # DEMO_WORK_DELAY (default 5ms) is the replicas' simulated work inside the critical section;
 # DEMO_PORTS (default "8081 8082 8083") the replicas' three ports.
 set -euo pipefail
@@ -62,6 +63,13 @@ cmd_up() {
 		# Servers shared with others (the tests') keep other fleets' modes: this demo's fleet is
 		# a fresh one unless FLEET names one.
 		printf 'export FLEET=%q\n' "${FLEET:-demo-$$-$RANDOM}" >>"$dir/servers.env"
+		# and zkstock's ZooKeeper identity on them, the one already set (which owns /zkstock there)
+		# or a new one
+		if [ -n "${ZK_AUTH_FILE:-}" ]; then
+			printf 'export ZK_AUTH_FILE=%q\n' "$ZK_AUTH_FILE" >>"$dir/servers.env"
+		else
+			printf 'export ZK_AUTH=%q\n' "${ZK_AUTH:-zkstock:$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')}" >>"$dir/servers.env"
+		fi
 	else
 		"$ROOT/scripts/servers.sh" start "$dir/servers" "${SERVERS_FLAGS[@]}"
 		cp "$dir/servers/env.sh" "$dir/servers.env"

@@ -25,6 +25,7 @@
 #   ZK_ENSEMBLE   three ZooKeeper peers in one quorum, comma-separated client addresses
 #   MYSQL_DSN     root on a fresh MariaDB, database zkstock
 #   REDIS_ADDR    a Redis with persistence off (--save "" --appendonly no), as a cache usually runs
+#   ZK_AUTH       zkstock's ZooKeeper identity (digest user:password), made afresh for these servers
 #   ZK_DIR, ZK_ENSEMBLE_DIRS, MYSQL_DIR, MYSQL_PORT, REDIS_DIR  for tests that restart servers
 #
 # ZK_JVM=server starts the ZooKeepers' JVMs as a server runs them (both JIT compilers, the default
@@ -37,7 +38,10 @@
 # --no-test-packages (what the demo passes) installs only the servers'.
 set -euo pipefail
 
-ZK_CP=/etc/zookeeper/conf:/usr/share/java/zookeeper.jar
+# netty-codec.jar: Debian's zookeeper.jar lists the other Netty jars on its class path but not this
+# one, which a secure client port (NettyServerCnxnFactory) needs (NoClassDefFoundError
+# io/netty/handler/codec/ByteToMessageDecoder at the first TLS connection)
+ZK_CP=/etc/zookeeper/conf:/usr/share/java/zookeeper.jar:/usr/share/java/netty-codec.jar
 case ${ZK_JVM:-test} in
 test) zk_jvm=(-Xms64m -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1) ;;
 server) zk_jvm=(-Xms512m -Xmx512m) ;;
@@ -298,8 +302,13 @@ cmd_start() {
 			ensdirs+="${ensdirs:+,}$dir/ensemble/zk$i"
 		done
 	fi
+	# zkstock's ZooKeeper identity for these servers: replicas and tools authenticate with it and
+	# give the nodes they make under /zkstock an ACL only it may write (docs/interop.md).
+	local zkauth
+	zkauth=zkstock:$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')
 	cat >"$dir/env.sh" <<EOF
 export ZK_SERVERS=127.0.0.1:$zkport
+export ZK_AUTH=$zkauth
 export ZK_DIR=$dir/zk
 export ZK_ENSEMBLE=$ens
 export ZK_ENSEMBLE_DIRS=$ensdirs

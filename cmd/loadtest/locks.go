@@ -12,6 +12,7 @@ import (
 
 	"github.com/zkstock/zkstock/loadtest"
 	"github.com/zkstock/zkstock/lockbench"
+	"github.com/zkstock/zkstock/order"
 )
 
 // runLocks is `loadtest locks`: the lock recipes against each other on ZooKeeper, no HTTP.
@@ -39,6 +40,8 @@ func runLocks(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		hold         = fs.Duration("hold", 0, "time inside the critical section")
 		mdOut        = fs.String("markdown", "", "also write the table as Markdown to this file")
 		svgOut       = fs.String("svg", "", "also write the wake-ups chart as SVG to this file")
+		zkAuth       = fs.String("zk-auth", os.Getenv("ZK_AUTH"), "ZooKeeper digest identity user:password the contenders use, needed under /zkstock (default $ZK_AUTH)")
+		zkAuthFile   = fs.String("zk-auth-file", os.Getenv("ZK_AUTH_FILE"), "a file holding user:password, instead of -zk-auth (default $ZK_AUTH_FILE)")
 	)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -48,6 +51,13 @@ func runLocks(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	cfg := lockbench.Config{Servers: loadtest.SplitList(*zkServers), RedisAddr: *redis, Variants: loadtest.SplitList(*variants),
 		Acquisitions: *acquisitions, Hold: *hold, Timeout: 10 * time.Minute}
+	auth, err := order.LoadZKAuth(*zkAuth, *zkAuthFile)
+	if err != nil {
+		fmt.Fprintf(stderr, "loadtest locks: %v\n\n", err)
+		fs.Usage()
+		return 2
+	}
+	cfg.ZKUser, cfg.ZKPassword = auth.User, auth.Password
 	for _, s := range loadtest.SplitList(*contenders) {
 		n, err := strconv.Atoi(s)
 		if err != nil {

@@ -1,7 +1,7 @@
 // Command lockdemo takes a dlock lock, holds it for a while and releases it, saying what happens
 // when. The tutorials run several at once to show readers sharing and writers waiting.
 //
-//	lockdemo [-zk-servers host:port,...] [-hold 2s] [-name reader-1] [-reenter] read|write|lock PATH
+//	lockdemo [-zk-servers host:port,...] [-zk-auth user:password | -zk-auth-file FILE] [-hold 2s] [-name reader-1] [-reenter] read|write|lock PATH
 //
 // With -reenter it shows dlock's answer to reentrancy while it holds the lock: a call with the
 // lease's context re-enters at once, a call without it queues behind the holding like anyone
@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/zkstock/zkstock/dlock"
+	"github.com/zkstock/zkstock/order"
 )
 
 func main() {
@@ -45,6 +46,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	name := fs.String("name", fmt.Sprintf("pid-%d", os.Getpid()), "name shown in the output and in the lock node")
 	wait := fs.Duration("timeout", time.Minute, "longest wait for the lock")
 	reenter := fs.Bool("reenter", false, "while holding, lock again with and without the lease's context")
+	zkAuth := fs.String("zk-auth", os.Getenv("ZK_AUTH"), "ZooKeeper digest identity user:password, needed under zkstock's /zkstock (default $ZK_AUTH)")
+	zkAuthFile := fs.String("zk-auth-file", os.Getenv("ZK_AUTH_FILE"), "a file holding user:password, instead of -zk-auth (default $ZK_AUTH_FILE)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -56,12 +59,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	kind, path := fs.Arg(0), fs.Arg(1)
+	auth, err := order.LoadZKAuth(*zkAuth, *zkAuthFile)
+	if err != nil {
+		fmt.Fprintf(stderr, "lockdemo: %v\n\n", err)
+		fs.Usage()
+		return 2
+	}
 
 	say := func(format string, a ...any) {
 		fmt.Fprintf(stdout, "%s %s %s\n", time.Now().Format("15:04:05.000"), *name, fmt.Sprintf(format, a...))
 	}
 	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	c, err := dlock.Connect(cctx, strings.Split(*zkServers, ","), dlock.WithOwner(*name))
+	c, err := dlock.Connect(cctx, strings.Split(*zkServers, ","), append(auth.LockOptions(), dlock.WithOwner(*name))...)
 	cancel()
 	if err != nil {
 		fmt.Fprintf(stderr, "lockdemo: %v\n", err)

@@ -57,6 +57,27 @@ func TestUsageOnBadFlag(t *testing.T) {
 	}
 }
 
+// Secure by default: without zkstock's ZooKeeper identity, and without the explicit opt-out,
+// orderd does not start, and says what to set.
+func TestRefusesToStartWithoutAZooKeeperIdentity(t *testing.T) {
+	bin := buildOrderd(t)
+	cmd := exec.Command(bin)
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "ZK_AUTH") && !strings.HasPrefix(kv, "ZK_OPEN_ACL=") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	out, err := cmd.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 {
+		t.Fatalf("exit %v, want 2; output %s", err, out)
+	}
+	for _, want := range []string{"ZK_AUTH=user:password", "ZK_AUTH_FILE", "ZK_OPEN_ACL=true"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("message %q does not name %s", out, want)
+		}
+	}
+}
+
 // SIGTERM under load: in-flight purchases finish, every 201 is an order, every order was answered
 // 201 or its client's connection was cut, and no lock node is left behind.
 func TestGracefulShutdownUnderLoad(t *testing.T) {

@@ -38,11 +38,11 @@ func newRoot(t *testing.T) string {
 }
 
 // join starts a member of the fleet at root on a session of its own, and waits until it serves.
-func join(t *testing.T, root, id string, servers []string, edit func(*fleet.Config)) member {
+func join(t *testing.T, root, id string, servers []string, edit func(*fleet.Config), opts ...dlock.Option) member {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	c, err := dlock.Connect(ctx, servers, dlock.WithOwner(id), dlock.WithSessionTimeout(4*time.Second))
+	c, err := dlock.Connect(ctx, servers, append([]dlock.Option{dlock.WithOwner(id), dlock.WithSessionTimeout(4 * time.Second)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -99,6 +99,9 @@ type Member struct {
 
 // Join starts the membership: this process takes its place in the fleet in the background, and
 // keeps it (rejoining after a lost session) until Close. Joined waits for it.
+// Every node the fleet creates (the root and the paths to it, the mode, the members, the
+// barrier's) gets the client's ACL (dlock.WithDigest); the client must have every permission on
+// nodes made before with another.
 func Join(c *dlock.Client, cfg Config) (*Member, error) {
 	if cfg.Root == "" || cfg.Root[0] != '/' || path.Clean(cfg.Root) != cfg.Root || cfg.Root == "/" {
 		return nil, fmt.Errorf("fleet: root %q must be a clean absolute path", cfg.Root)
@@ -124,15 +127,15 @@ func Join(c *dlock.Client, cfg Config) (*Member, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	m := &Member{c: c, cfg: cfg, log: log.With("fleet", cfg.Root, "member", cfg.ID), barrier: dlock.NewRWMutex(c, cfg.Root+"/barrier"),
+	m := &Member{c: c, cfg: cfg, log: log.With("fleet", cfg.Root, "member", cfg.ID), barrier: dlock.NewRWMutex(c, cfg.Root+barrierNode),
 		done: make(chan struct{}), joined: make(chan struct{}), wake: make(chan struct{}), why: errors.New("joining")}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	go m.run()
 	return m, nil
 }
 
-func (m *Member) modePath() string    { return m.cfg.Root + "/mode" }
-func (m *Member) membersPath() string { return m.cfg.Root + "/members" }
+func (m *Member) modePath() string    { return m.cfg.Root + modeNode }
+func (m *Member) membersPath() string { return m.cfg.Root + membersNode }
 func (m *Member) ownPath() string     { return m.membersPath() + "/" + m.cfg.ID }
 
 // Joined waits until the member first serves (it holds the barrier and has read the mode), or ctx

@@ -28,15 +28,27 @@ type MemberInfo struct {
 	memberRecord
 }
 
-var openACL = zk.WorldACL(zk.PermAll)
+// The fleet's nodes under its root.
+const (
+	modeNode    = "/mode"    // the mode, its version the count of switches
+	membersNode = "/members" // a node per member
+	barrierNode = "/barrier" // the switch barrier's read/write lock
+)
 
-// ensurePath creates p and its parents as persistent nodes where missing: the fleet's mode must
-// outlive its members, so these are not containers.
-func ensurePath(conn *zk.Conn, p string) error {
+// Nodes are the persistent nodes of the fleet at root, root first: those an operator, or a
+// start-up that gives nodes made before another ACL, must look at (the members' nodes and the
+// barrier's are ephemeral, of their sessions).
+func Nodes(root string) []string {
+	return []string{root, root + modeNode, root + membersNode, root + barrierNode}
+}
+
+// ensurePath creates p and its parents as persistent nodes with acl where missing: the fleet's
+// mode must outlive its members, so these are not containers.
+func ensurePath(conn *zk.Conn, p string, acl []zk.ACL) error {
 	parts := strings.Split(strings.TrimPrefix(p, "/"), "/")
 	for i := range parts {
 		sub := "/" + strings.Join(parts[:i+1], "/")
-		if _, err := conn.Create(sub, nil, 0, openACL); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+		if _, err := conn.Create(sub, nil, 0, acl); err != nil && !errors.Is(err, zk.ErrNodeExists) {
 			return fmt.Errorf("create %s: %w", sub, err)
 		}
 	}
@@ -57,10 +69,10 @@ func (m *Member) register(ctx context.Context, rec memberRecord) error {
 			_, st, err := conn.Get(m.ownPath())
 			switch {
 			case errors.Is(err, zk.ErrNoNode):
-				if err := ensurePath(conn, m.membersPath()); err != nil {
+				if err := ensurePath(conn, m.membersPath(), m.c.ACL()); err != nil {
 					return struct{}{}, err
 				}
-				_, err := conn.Create(m.ownPath(), data, zk.FlagEphemeral, openACL)
+				_, err := conn.Create(m.ownPath(), data, zk.FlagEphemeral, m.c.ACL())
 				if errors.Is(err, zk.ErrNodeExists) {
 					continue
 				}
@@ -110,10 +122,10 @@ func (m *Member) readMode(ctx context.Context, watch bool) (Mode, <-chan zk.Even
 				data, st, err = conn.Get(m.modePath())
 			}
 			if errors.Is(err, zk.ErrNoNode) {
-				if err := ensurePath(conn, m.cfg.Root); err != nil {
+				if err := ensurePath(conn, m.cfg.Root, m.c.ACL()); err != nil {
 					return got{}, err
 				}
-				if _, err := conn.Create(m.modePath(), []byte(m.cfg.Seed), 0, openACL); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+				if _, err := conn.Create(m.modePath(), []byte(m.cfg.Seed), 0, m.c.ACL()); err != nil && !errors.Is(err, zk.ErrNodeExists) {
 					return got{}, err
 				}
 				m.log.Info("fleet: seeded the fleet's mode", "mode", m.cfg.Seed)

@@ -28,6 +28,8 @@ import (
 type Client struct {
 	conn  *zk.Conn
 	owner string
+	acl   []zk.ACL
+	auth  [][]byte // digest user:password, sent again by go-zookeeper on every reconnect
 	stats struct {
 		creates, deletes, children, exists, gets, watchEvents, acquisitions atomic.Int64
 	}
@@ -39,10 +41,25 @@ type Client struct {
 	once   sync.Once
 }
 
+// Option configures Connect.
+type Option func(*Client)
+
+// WithDigest authenticates the session as user:password (digest) and gives the nodes the client
+// creates the ACL dlock.WithDigest gives: only that identity changes them, anyone reads them.
+func WithDigest(user, password string) Option {
+	return func(c *Client) {
+		c.auth = append(c.auth, []byte(user+":"+password))
+		c.acl = dlock.DigestACL(user, password)
+	}
+}
+
 // Connect opens a session and waits until it is established or ctx ends. owner names the client
-// in the data of its nodes, as dlock.WithOwner does.
-func Connect(ctx context.Context, servers []string, sessionTimeout time.Duration, owner string) (*Client, error) {
-	c := &Client{owner: owner, down: make(chan struct{}), closed: make(chan struct{})}
+// in the data of its nodes, as dlock.WithOwner does. Without WithDigest its nodes are open to all.
+func Connect(ctx context.Context, servers []string, sessionTimeout time.Duration, owner string, opts ...Option) (*Client, error) {
+	c := &Client{owner: owner, acl: zk.WorldACL(zk.PermAll), down: make(chan struct{}), closed: make(chan struct{})}
+	for _, o := range opts {
+		o(c)
+	}
 	ready := make(chan struct{})
 	var readyOnce sync.Once
 	conn, _, err := zk.Connect(servers, sessionTimeout, zk.WithLogInfo(false), zk.WithLogger(quiet{}),
@@ -66,6 +83,12 @@ func Connect(ctx context.Context, servers []string, sessionTimeout time.Duration
 		return nil, fmt.Errorf("teaching: connect: %w", err)
 	}
 	c.conn = conn
+	for _, a := range c.auth {
+		if err := conn.AddAuth("digest", a); err != nil {
+			conn.Close()
+			return nil, fmt.Errorf("teaching: connect: add digest auth: %w", err)
+		}
+	}
 	select {
 	case <-ready:
 		return c, nil
@@ -117,7 +140,7 @@ func (c *Client) ensurePath(ctx context.Context, dir string) error {
 		p += "/" + part
 		_, err := call(ctx, c, func() (string, error) {
 			c.stats.creates.Add(1)
-			return c.conn.CreateContainer(p, nil, zk.FlagContainer, zk.WorldACL(zk.PermAll))
+			return c.conn.CreateContainer(p, nil, zk.FlagContainer, c.acl)
 		})
 		if err != nil && !errors.Is(err, zk.ErrNodeExists) {
 			return fmt.Errorf("create %s: %w", p, err)
@@ -134,7 +157,7 @@ func (c *Client) create(ctx context.Context, dir, name string, flags int32) (str
 	for range 10 { // a container parent may be reaped between creating it and its child
 		p, err := async.CallUndo(ctx, c.closed, errClosed, func() (string, error) {
 			c.stats.creates.Add(1)
-			return c.conn.Create(dir+"/"+name, []byte(c.owner), flags, zk.WorldACL(zk.PermAll))
+			return c.conn.Create(dir+"/"+name, []byte(c.owner), flags, c.acl)
 		}, func(p string, err error) {
 			if err == nil {
 				_ = c.remove(context.Background(), p)

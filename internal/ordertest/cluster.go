@@ -24,6 +24,12 @@ import (
 // AdminToken is the replicas' admin token unless Options says otherwise.
 const AdminToken = "test-admin"
 
+// ZKAuth is the replicas' ZooKeeper identity: the tests' (testenv.ZKAuth).
+func ZKAuth() order.ZKAuth {
+	user, password := testenv.ZKAuth()
+	return order.ZKAuth{User: user, Password: password}
+}
+
 // Replica is one running order service.
 type Replica struct {
 	Name  string
@@ -100,6 +106,7 @@ func Start(t testing.TB, n int, o Options) []*Replica {
 		token = *o.AdminToken
 	}
 	ctx := context.Background()
+	user, password := testenv.ZKAuth()
 	var out []*Replica
 	for i := 1; i <= n; i++ {
 		name := fmt.Sprintf("order%d", i-1+cmp.Or(o.FirstNumber, 1))
@@ -112,18 +119,24 @@ func Start(t testing.TB, n int, o Options) []*Replica {
 			t.Fatal(err)
 		}
 		cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-		locks, err := dlock.Connect(cctx, o.ZKServers, dlock.WithOwner(name), dlock.WithSessionTimeout(10*time.Second))
+		locks, err := dlock.Connect(cctx, o.ZKServers, dlock.WithDigest(user, password), dlock.WithOwner(name), dlock.WithSessionTimeout(10*time.Second))
 		cancel()
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = locks.Close() })
+		sctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		err = order.SecureZK(sctx, locks, o.Fleet, logger())
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
 		redisAddr := cmp.Or(o.RedisAddr, os.Getenv("REDIS_ADDR"))
 		if o.NoRedis {
 			redisAddr = ""
 		}
 		cfg := order.Config{ReplicaID: name, LockMode: o.Mode, LockTimeout: o.LockTimeout, WorkDelay: o.WorkDelay, AdminToken: token,
-			ZKServers: o.ZKServers, ZKSessionTimeout: 10 * time.Second, Fleet: o.Fleet, RedisAddr: redisAddr, RedisLockTTL: cmp.Or(o.RedisLockTTL, 3*time.Second), EventStreams: o.EventStreams,
+			ZKServers: o.ZKServers, ZKSessionTimeout: 10 * time.Second, ZKAuth: ZKAuth(), Fleet: o.Fleet, RedisAddr: redisAddr, RedisLockTTL: cmp.Or(o.RedisLockTTL, 3*time.Second), EventStreams: o.EventStreams,
 			QueueBudget: o.QueueBudget}
 		srv, err := order.New(cfg, store, locks, logger())
 		if err != nil {

@@ -34,6 +34,9 @@ var (
 	ZKMode                = zkenv.ZKMode
 	WaitZKMode            = zkenv.WaitZKMode
 	ServersScript         = zkenv.ServersScript
+	ZKAuth                = zkenv.ZKAuth
+	ZKConn                = zkenv.ZKConn
+	StartTLSZooKeeper     = zkenv.StartTLSZooKeeper
 )
 
 // RedisAddr is the Redis (persistence off) of the redis lock modes.

@@ -7,6 +7,10 @@
 // prints "READY" and waits for the file DIR/go, so that a fleet starts contending at once whatever
 // each runtime takes to start; then it prints "HELD i" after each acquisition and
 // "RESULT acquired=N overlaps=M" at the end.
+//
+// With PEER_ZK_AUTH=user:password in its environment it authenticates with digest
+// (authorization) and gives every node it creates the ACL dlock.WithDigest gives (an ACLProvider):
+// everything to that identity, reading to anyone.
 import java.nio.charset.StandardCharsets;
 import java.nio.file.FileAlreadyExistsException;
 import java.nio.file.Files;
@@ -14,7 +18,15 @@ import java.nio.file.Path;
 import java.nio.file.Paths;
 import java.nio.file.StandardCopyOption;
 import java.nio.file.StandardOpenOption;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
 import java.util.stream.Stream;
+import org.apache.curator.framework.api.ACLProvider;
+import org.apache.zookeeper.ZooDefs;
+import org.apache.zookeeper.data.ACL;
+import org.apache.zookeeper.data.Id;
+import org.apache.zookeeper.server.auth.DigestAuthenticationProvider;
 import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
 import org.apache.curator.framework.recipes.locks.InterProcessLock;
@@ -32,7 +44,21 @@ public class CuratorWorker {
         int n = Integer.parseInt(a[3]);
         Path dir = Paths.get(a[5]);
         long hold = Long.parseLong(a[6]);
-        CuratorFramework c = CuratorFrameworkFactory.newClient(servers, 10000, 10000, new ExponentialBackoffRetry(100, 5));
+        CuratorFrameworkFactory.Builder b = CuratorFrameworkFactory.builder().connectString(servers)
+            .sessionTimeoutMs(10000).connectionTimeoutMs(10000).retryPolicy(new ExponentialBackoffRetry(100, 5));
+        String auth = System.getenv("PEER_ZK_AUTH");
+        if (auth != null && !auth.isEmpty()) {
+            // a mutable list: ZooKeeper's validateACL asks it whether it contains null, which
+            // List.of answers with a NullPointerException
+            List<ACL> acl = new ArrayList<>(Arrays.asList(
+                new ACL(ZooDefs.Perms.ALL, new Id("digest", DigestAuthenticationProvider.generateDigest(auth))),
+                new ACL(ZooDefs.Perms.READ, ZooDefs.Ids.ANYONE_ID_UNSAFE)));
+            b = b.authorization("digest", auth.getBytes(StandardCharsets.UTF_8)).aclProvider(new ACLProvider() {
+                @Override public List<ACL> getDefaultAcl() { return acl; }
+                @Override public List<ACL> getAclForPath(String p) { return acl; }
+            });
+        }
+        CuratorFramework c = b.build();
         c.start();
         c.blockUntilConnected();
         InterProcessLock lock;

@@ -6,12 +6,17 @@ with /usr/bin/python3), with the critical section every peer worker shares (see 
 KIND is mutex (Lock), read (ReadLock) or write (WriteLock). Once connected it prints "READY" and
 waits for the file DIR/go; then it prints "HELD i" after each acquisition and
 "RESULT acquired=N overlaps=M" at the end.
+
+With PEER_ZK_AUTH=user:password in its environment it authenticates with digest (auth_data) and
+gives every node it creates the ACL dlock.WithDigest gives (default_acl): everything to that
+identity, reading to anyone.
 """
 import os
 import sys
 import time
 
 from kazoo.client import KazooClient
+from kazoo.security import make_acl, make_digest_acl
 
 
 def section(kind, d, ident, i, hold):
@@ -56,7 +61,13 @@ def main():
         return 2
     servers, path, kind, n, ident, d, hold_ms = sys.argv[1:]
     n, hold = int(n), int(hold_ms) / 1000.0
-    zk = KazooClient(hosts=servers, timeout=10)
+    auth = os.environ.get("PEER_ZK_AUTH", "")
+    if auth:
+        user, password = auth.split(":", 1)
+        zk = KazooClient(hosts=servers, timeout=10, auth_data=[("digest", auth)],
+                         default_acl=[make_digest_acl(user, password, all=True), make_acl("world", "anyone", read=True)])
+    else:
+        zk = KazooClient(hosts=servers, timeout=10)
     zk.start(timeout=30)
     recipes = {"mutex": zk.Lock, "read": zk.ReadLock, "write": zk.WriteLock}
     lock = recipes[kind](path, ident)

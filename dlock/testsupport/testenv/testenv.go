@@ -11,6 +11,7 @@
 package testenv
 
 import (
+	"cmp"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -27,9 +28,27 @@ func Main(m *testing.M, vars ...string) {
 	os.Exit(m.Run())
 }
 
+// defaultZKAuth is zkstock's ZooKeeper identity in tests run without scripts/servers.sh's env.
+const defaultZKAuth = "zkstock:zkstock-test"
+
+// ZKAuth is zkstock's ZooKeeper identity in tests, user and password: ZK_AUTH (scripts/servers.sh
+// exports one made for its servers), else a fixed one. Replicas and every test client that writes
+// under /zkstock authenticate with it.
+func ZKAuth() (user, password string) {
+	user, password, _ = strings.Cut(cmp.Or(os.Getenv("ZK_AUTH"), defaultZKAuth), ":")
+	return user, password
+}
+
 // Require ends the test binary before any test runs when a variable is missing: with success and
-// a hint locally, with a failure under CI=true.
+// a hint locally, with a failure under CI=true. It exports ZK_AUTH when it is not set, so that
+// the replicas a test starts as processes use the identity ZKAuth gives.
 func Require(vars ...string) {
+	if os.Getenv("ZK_AUTH") == "" {
+		if err := os.Setenv("ZK_AUTH", defaultZKAuth); err != nil {
+			fmt.Fprintln(os.Stderr, "FAIL: set ZK_AUTH:", err)
+			os.Exit(1)
+		}
+	}
 	for _, v := range vars {
 		if os.Getenv(v) == "" {
 			msg := fmt.Sprintf("%s is not set: run `make test`, or scripts/servers.sh run -- go test ./...", v)

@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -14,7 +15,7 @@ import (
 func DeleteZKTreeAtCleanup(t testing.TB, servers []string, path string) {
 	t.Helper()
 	t.Cleanup(func() {
-		conn, _, err := zk.Connect(servers, 5*time.Second, zk.WithLogInfo(false))
+		conn, err := connectAs(servers)
 		if err != nil {
 			t.Logf("delete %s: %v", path, err)
 			return
@@ -24,6 +25,31 @@ func DeleteZKTreeAtCleanup(t testing.TB, servers []string, path string) {
 			t.Logf("delete %s: %v", path, err)
 		}
 	})
+}
+
+// ZKConn is a plain go-zookeeper connection authenticated as zkstock (ZKAuth), for a test that
+// writes or deletes zkstock's nodes itself; the test closes it when it ends.
+func ZKConn(t testing.TB, servers []string) *zk.Conn {
+	t.Helper()
+	conn, err := connectAs(servers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Close)
+	return conn
+}
+
+func connectAs(servers []string) (*zk.Conn, error) {
+	conn, _, err := zk.Connect(servers, 5*time.Second, zk.WithLogInfo(false))
+	if err != nil {
+		return nil, err
+	}
+	user, password := ZKAuth()
+	if err := conn.AddAuth("digest", []byte(user+":"+password)); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("zookeeper digest auth: %w", err)
+	}
+	return conn, nil
 }
 
 func deleteTree(conn *zk.Conn, path string) error {
