@@ -257,14 +257,16 @@ func (b *batcher) failWaiting(waiting []*batchReq, err error) {
 // A repeat of an earlier purchase of the batch is answered as the replay it is.
 func (b *batcher) settle(ctx context.Context, batch []*batchReq, answers []batchAnswer, log requestLog) []batchAnswer {
 	unanswered := time.Now() // the COMMIT was sent before this
-	resolve := func(unknown func(error) bool) (open bool, conn int64) {
+	resolve := func(unknown func(error) bool) (open bool, conn inventory.ServerConn) {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), resolveBudget)
 		defer cancel()
 		for i, a := range answers {
 			if !unknown(a.err) {
 				continue
 			}
-			conn = max(conn, inventory.UnansweredConn(a.err))
+			if c := inventory.UnansweredConn(a.err); c.ID != 0 {
+				conn = c // one transaction: every unanswered purchase names its connection
+			}
 			p := batch[i].p
 			res, err := b.s.resolvePurchase(rctx, p, a.err, log.with(slog.String("request_id", p.RequestID)))
 			if err == nil {
