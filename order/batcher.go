@@ -82,21 +82,21 @@ func (s *Server) sellBatched(ctx context.Context, p inventory.Purchase) (invento
 	}
 	b.queue = append(b.queue, r)
 	b.mu.Unlock()
-	// As in mode zk, a purchase waits at most LOCK_TIMEOUT for the lock: here, for a batch to take
-	// it. The batcher may be busy for longer than that (releasing a lease while ZooKeeper is
-	// unreachable, say), and the purchase must not wait behind it.
-	timer := time.NewTimer(s.cfg.LockTimeout)
-	defer timer.Stop()
+	// As in mode zk, a purchase waits for the lock until its lock deadline (lockWait): here, for a
+	// batch to take it. The batcher may be busy for longer than that (releasing a lease while
+	// ZooKeeper is unreachable, say), and the purchase must not wait behind it.
+	wait, cancel := s.lockWait(ctx)
+	defer cancel()
 	select {
 	case a := <-r.done:
 		return a.res, a.err
-	case <-timer.C:
-		if b.withdraw(r) {
-			return inventory.Result{}, fmt.Errorf("%w: no batch took the purchase within %v", errLockUnavailable, s.cfg.LockTimeout)
-		}
-	case <-ctx.Done():
-		if b.withdraw(r) {
+	case <-wait.Done():
+		switch {
+		case !b.withdraw(r):
+		case ctx.Err() != nil:
 			return inventory.Result{}, ctx.Err() // no batch has it: nothing was sold
+		default:
+			return inventory.Result{}, fmt.Errorf("%w: no batch took the purchase within LOCK_TIMEOUT (%v)", errLockUnavailable, s.cfg.LockTimeout)
 		}
 	}
 	// A batch holds the lock and has the purchase: its answer is the truth, and comes within

@@ -154,13 +154,14 @@ func (s *Server) waitWhileAlive(ctx context.Context, conn inventory.ServerConn, 
 // release gives a lock back.
 type release func(context.Context) error
 
-// withLock is the frame of every locked change: acquire within LOCK_TIMEOUT, run critical, then
+// withLock is the frame of every locked change: acquire by the change's lock deadline (lockWait),
+// run critical, then
 // release on every path (an early return, an error, a panic) with a context the caller cannot
 // cancel, so that a client who hangs up does not leave the lock held. The wait and the hold are
 // timed for the metrics.
 func (s *Server) withLock(ctx context.Context, log requestLog, acquire func(context.Context) (release, error), critical func() error) error {
 	waitStart := time.Now()
-	lockCtx, cancel := context.WithTimeout(ctx, s.cfg.LockTimeout)
+	lockCtx, cancel := s.lockWait(ctx)
 	rel, err := acquire(lockCtx)
 	cancel()
 	s.metrics.lockWait.Observe(time.Since(waitStart).Seconds())

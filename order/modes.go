@@ -102,12 +102,14 @@ func (s *Server) tableLockTTL(skus int) time.Duration {
 	if skus > 1 {
 		others = s.cfg.LockTimeout
 	}
-	// BEGIN, the session's read (three the first time after the server started: the run's mark),
-	// the key's look-up, a read and a write per SKU, the orders' insert and the COMMIT (a one-line
-	// sale sends fewer).
-	roundTrips := time.Duration(7 + 2*skus)
-	return others + s.cfg.WorkDelay + roundTrips*s.store.ReadTimeout() + s.settleBound() + releaseTimeout
+	return others + s.cfg.WorkDelay + changeRoundTrips(skus)*s.store.ReadTimeout() + s.settleBound() + releaseTimeout
 }
+
+// changeRoundTrips is the most round trips a change of skus makes in its transaction: BEGIN, the
+// session's read (three the first time after the server started: the run's mark), the key's
+// look-up, a read and a write per SKU, the orders' insert and the COMMIT (a one-line sale sends
+// fewer).
+func changeRoundTrips(skus int) time.Duration { return time.Duration(7 + 2*skus) }
 
 // tableLocks is the database lock of the classic comparison, polled every 2 ms.
 func (s *Server) tableLocks(ctx context.Context, skus []string) (holding, error) {
