@@ -26,3 +26,6 @@ func (s *Store) FreezeClockForTest(at time.Time) {
 func (s *Store) SkewClockForTest(d time.Duration) {
 	s.now = func() time.Time { return time.Now().Add(d) }
 }
+
+// ConnIDForTest is the server's id of conn.
+func ConnIDForTest(conn ServerConn) int64 { return conn.ID }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -39,22 +40,29 @@ type HeldTableLock struct {
 // one, or ctx ends. The expiry is written and judged with the database's clock (UTC_TIMESTAMP, in
 // the statements), never a replica's: replicas' clocks disagree, and a waiter whose clock ran
 // ahead of the holder's would take over a lock still held.
+//
+// No row outlives an acquisition that fails: the INSERT, which commits by itself, is awaited
+// whatever ctx does (within the store's read timeout), and a row it inserted for a caller that
+// has given up meanwhile is deleted; when its answer never came, the row is deleted if it is
+// there, now and once more after the read timeout, for an INSERT the server runs late.
 func (s *Store) AcquireTableLock(ctx context.Context, name string, ttl, interval time.Duration) (*HeldTableLock, error) {
 	var b [8]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return nil, fmt.Errorf("inventory: lock owner: %w", err)
 	}
-	owner := hex.EncodeToString(b[:])
+	l := &HeldTableLock{s: s, name: name, owner: hex.EncodeToString(b[:])}
 	for {
-		err := s.db.WithContext(ctx).Exec("INSERT INTO table_locks (name, owner, expires_at) VALUES (?, ?, TIMESTAMPADD(MICROSECOND, ?, UTC_TIMESTAMP(6)))",
-			name, owner, ttl.Microseconds()).Error
-		if err == nil {
-			return &HeldTableLock{s: s, name: name, owner: owner}, nil
-		}
+		err := l.insert(ctx, ttl)
 		switch {
-		case ctx.Err() != nil:
+		case err == nil && ctx.Err() != nil:
+			l.dropLost()
 			return nil, fmt.Errorf("%w: %w", ErrLockTimeout, ctx.Err())
+		case err == nil:
+			return l, nil
 		case errors.Is(err, gorm.ErrDuplicatedKey), isLockConflict(err):
+			if ctx.Err() != nil {
+				return nil, fmt.Errorf("%w: %w", ErrLockTimeout, ctx.Err())
+			}
 			// Someone holds it. Only when their time is up is their row taken away: a plain read
 			// first, so that waiters do not lock the holder's row while it is still valid.
 			var held struct {
@@ -69,7 +77,11 @@ func (s *Store) AcquireTableLock(ctx context.Context, name string, ttl, interval
 					return nil, fmt.Errorf("inventory: table lock %s: %w", name, derr)
 				}
 			}
-		default:
+		default: // no answer, or another refusal: the row may be in
+			l.dropLost()
+			if ctx.Err() != nil {
+				return nil, fmt.Errorf("%w: %w", ErrLockTimeout, errors.Join(ctx.Err(), err))
+			}
 			return nil, fmt.Errorf("inventory: table lock %s: %w", name, err)
 		}
 		t := time.NewTimer(interval)
@@ -80,6 +92,33 @@ func (s *Store) AcquireTableLock(ctx context.Context, name string, ttl, interval
 			return nil, fmt.Errorf("%w: %w", ErrLockTimeout, ctx.Err())
 		}
 	}
+}
+
+// insert tries once to insert the lock's row, and waits for the answer even when ctx ends first:
+// the statement commits on its own, so an answer given up on would leave a row nobody knows of.
+func (l *HeldTableLock) insert(ctx context.Context, ttl time.Duration) error {
+	ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.s.readTimeout)
+	defer cancel()
+	return l.s.db.WithContext(ictx).Exec("INSERT INTO table_locks (name, owner, expires_at) VALUES (?, ?, TIMESTAMPADD(MICROSECOND, ?, UTC_TIMESTAMP(6)))",
+		l.name, l.owner, ttl.Microseconds()).Error
+}
+
+// dropLost deletes the row of an acquisition that will not hold it, if it is in: now, and once
+// more after the read timeout, for an INSERT the server runs late. It runs in the background with
+// contexts of its own; at worst the row expires with its TTL.
+func (l *HeldTableLock) dropLost() {
+	drop := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), l.s.readTimeout)
+		defer cancel()
+		if err := l.Release(ctx); err != nil {
+			slog.Warn("inventory: drop a table lock nobody holds", "lock", l.name, "err", err)
+		}
+	}
+	go func() {
+		drop()
+		time.Sleep(l.s.readTimeout)
+		drop()
+	}()
 }
 
 // Release deletes the row if it is still this holding's (it may have expired and been taken).

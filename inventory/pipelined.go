@@ -102,10 +102,10 @@ func (s *Store) replay(ctx context.Context, req keyedRequest) ([]Order, map[stri
 type saleConn struct {
 	conn      *sql.Conn
 	store     *Store
-	id        int64 // the server's CONNECTION_ID(), read in the first round trip
-	open      bool  // START TRANSACTION may have run and no COMMIT or ROLLBACK has ended it
-	unsure    bool  // the connection's state is not known: discard it
-	handedOff bool  // the COMMIT owns the connection now, and ends it (commit)
+	id        ServerConn // the connection, read in the first round trip
+	open      bool       // START TRANSACTION may have run and no COMMIT or ROLLBACK has ended it
+	unsure    bool       // the connection's state is not known: discard it
+	handedOff bool       // the COMMIT owns the connection now, and ends it (commit)
 	ended     bool
 }
 
@@ -128,7 +128,8 @@ func (c *saleConn) claimAndRead(ctx context.Context, sku string, sl sale, mode M
 	args = append(args, key, sku)
 	c.open, c.unsure = true, true
 	var claimed, waitTimeout int64
-	err = c.conn.QueryRowContext(ctx, q, args...).Scan(&claimed, &c.id, &waitTimeout, &stock, &known)
+	var run sql.NullString
+	err = c.conn.QueryRowContext(ctx, q, args...).Scan(&claimed, &c.id.ID, &run, &waitTimeout, &stock, &known)
 	c.answered(err)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
@@ -137,6 +138,10 @@ func (c *saleConn) claimAndRead(ctx context.Context, sku string, sl sale, mode M
 		return 0, false, fmt.Errorf("claim and read %s: %w", sku, err)
 	case claimed != 1:
 		return 0, false, ErrStaleToken
+	}
+	if c.id.Run, err = runMark(ctx, c.conn, run); err != nil {
+		c.answered(err)
+		return 0, false, fmt.Errorf("claim and read %s: %w", sku, err)
 	}
 	c.store.noteSession(waitTimeout)
 	return stock, known, nil

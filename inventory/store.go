@@ -215,6 +215,9 @@ func (s *Store) Migrate(ctx context.Context) error {
 		if err := session().AutoMigrate(&Product{}, &Order{}, &TableLock{}); err != nil {
 			return err
 		}
+		if err := session().Set("gorm:table_options", serverRunOptions).AutoMigrate(&ServerRun{}); err != nil {
+			return err
+		}
 		return binaryCollation(session)
 	})
 	if err != nil {

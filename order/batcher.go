@@ -82,21 +82,21 @@ func (s *Server) sellBatched(ctx context.Context, p inventory.Purchase) (invento
 	}
 	b.queue = append(b.queue, r)
 	b.mu.Unlock()
-	// As in mode zk, a purchase waits at most LOCK_TIMEOUT for the lock: here, for a batch to take
-	// it. The batcher may be busy for longer than that (releasing a lease while ZooKeeper is
-	// unreachable, say), and the purchase must not wait behind it.
-	timer := time.NewTimer(s.cfg.LockTimeout)
-	defer timer.Stop()
+	// As in mode zk, a purchase waits for the lock until its lock deadline (lockWait): here, for a
+	// batch to take it. The batcher may be busy for longer than that (releasing a lease while
+	// ZooKeeper is unreachable, say), and the purchase must not wait behind it.
+	wait, cancel := s.lockWait(ctx)
+	defer cancel()
 	select {
 	case a := <-r.done:
 		return a.res, a.err
-	case <-timer.C:
-		if b.withdraw(r) {
-			return inventory.Result{}, fmt.Errorf("%w: no batch took the purchase within %v", errLockUnavailable, s.cfg.LockTimeout)
-		}
-	case <-ctx.Done():
-		if b.withdraw(r) {
+	case <-wait.Done():
+		switch {
+		case !b.withdraw(r):
+		case ctx.Err() != nil:
 			return inventory.Result{}, ctx.Err() // no batch has it: nothing was sold
+		default:
+			return inventory.Result{}, fmt.Errorf("%w: no batch took the purchase within LOCK_TIMEOUT (%v)", errLockUnavailable, s.cfg.LockTimeout)
 		}
 	}
 	// A batch holds the lock and has the purchase: its answer is the truth, and comes within
@@ -257,14 +257,16 @@ func (b *batcher) failWaiting(waiting []*batchReq, err error) {
 // A repeat of an earlier purchase of the batch is answered as the replay it is.
 func (b *batcher) settle(ctx context.Context, batch []*batchReq, answers []batchAnswer, log requestLog) []batchAnswer {
 	unanswered := time.Now() // the COMMIT was sent before this
-	resolve := func(unknown func(error) bool) (open bool, conn int64) {
+	resolve := func(unknown func(error) bool) (open bool, conn inventory.ServerConn) {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), resolveBudget)
 		defer cancel()
 		for i, a := range answers {
 			if !unknown(a.err) {
 				continue
 			}
-			conn = max(conn, inventory.UnansweredConn(a.err))
+			if c := inventory.UnansweredConn(a.err); c.ID != 0 {
+				conn = c // one transaction: every unanswered purchase names its connection
+			}
 			p := batch[i].p
 			res, err := b.s.resolvePurchase(rctx, p, a.err, log.with(slog.String("request_id", p.RequestID)))
 			if err == nil {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/zkstock/zkstock/dlock/fleet"
+	"github.com/zkstock/zkstock/inventory"
 )
 
 // The fleet: every replica of one FLEET runs the fleet's lock mode, kept in ZooKeeper under
@@ -62,11 +63,21 @@ func (s *Server) canRun(m LockMode) error {
 	return nil
 }
 
-// longestChange bounds one change from admission to answer: the wait for the lock, the work, an
-// unknown outcome's settling, and the releases.
+// longestChange bounds one change from admission to answer: its lock waits, one LOCK_TIMEOUT in
+// all (lockWait); the database round trips outside the lock, each within the store's read
+// timeout; at most two attempts under the lock (the second after a stale token), each the work,
+// its transaction's round trips (a cart's, at its largest) and the release, with the repair of
+// the token counter between; and one settle of an unanswered COMMIT (settleBound).
 func (s *Server) longestChange() time.Duration {
-	return s.cfg.LockTimeout + s.cfg.WorkDelay + resolveBudget + s.store.CommitBound() + 2*releaseTimeout
+	rt := s.store.ReadTimeout()
+	attempt := s.cfg.WorkDelay + changeRoundTrips(inventory.MaxCartItems)*rt + releaseTimeout
+	return s.cfg.LockTimeout + outsideRoundTrips*rt + 2*attempt + releaseTimeout + s.settleBound()
 }
+
+// outsideRoundTrips is the most round trips a change makes outside its locks: a purchase's
+// reads of the product, of its key, of the stock before it queues, and of its key after a short
+// read, before it queues and after it was sent away.
+const outsideRoundTrips = 5
 
 // switchBound is how long a switch waits for the fleet: every change open when it queued must be
 // able to end, and a replica that died holding its place must have lost its session.
@@ -77,10 +88,12 @@ func (s *Server) switchBound() time.Duration {
 	return s.longestChange() + s.cfg.ZKSessionTimeout
 }
 
-// admit lets a change in under the fleet's mode, waiting at most LOCK_TIMEOUT for a switch under
-// way; the returned context carries the pass, and done ends it.
+// admit lets a change in under the fleet's mode, waiting for a switch under way at most until
+// the change's lock deadline, which it sets LOCK_TIMEOUT from now (lockWait); the returned
+// context carries the pass and the deadline, and done ends the pass.
 func (s *Server) admit(ctx context.Context) (_ context.Context, _ LockMode, done func(), _ error) {
-	wctx, cancel := context.WithTimeout(ctx, s.cfg.LockTimeout)
+	ctx = withLockDeadline(ctx, time.Now().Add(s.cfg.LockTimeout))
+	wctx, cancel := s.lockWait(ctx)
 	defer cancel()
 	p, err := s.fleet.Enter(wctx)
 	if err != nil {

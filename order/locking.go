@@ -85,10 +85,11 @@ func (s *Server) runOnce(ctx context.Context, lm lockMode, pass *fleet.Pass, sor
 // holder's plain read could miss a COMMIT that applies after it and overwrite it (the lock modes
 // without a fence). The resolver ends the transaction before it asks (EndTransaction), so the
 // answer is nearly always known. When it is not, the locks are kept while the server still shows
-// the transaction's connection (a COMMIT stuck executing there can apply at any time, whatever
-// the bound), then asked again; and when the server cannot be asked either, until the store's
-// commit bound has passed since the COMMIT, after which a COMMIT not yet on the server can no
-// longer apply. The answer is outcome_unknown only then.
+// the transaction's connection (a COMMIT stuck executing there can apply at any time), for at
+// most the store's commit bound (waitWhileAlive), then asked again; and when the server cannot be
+// asked either, until the commit bound has passed since the COMMIT, after which a COMMIT not yet
+// on the server can no longer apply. The answer is outcome_unknown only then. It takes at most
+// settleBound.
 func (s *Server) settle(ctx context.Context, ch change, err error, log requestLog) error {
 	if !errors.Is(err, inventory.ErrOutcomeUnknown) {
 		return err
@@ -109,14 +110,30 @@ func (s *Server) settle(ctx context.Context, ch change, err error, log requestLo
 	return rerr
 }
 
+// settleBound is the longest settle (and the batcher's settle) takes: a look-up within
+// resolveBudget, the wait for the connection (waitWhileAlive), and a second look-up; or the
+// commit bound, which is shorter.
+func (s *Server) settleBound() time.Duration { return 2*resolveBudget + s.aliveBound() }
+
+// alivePoll is how often waitWhileAlive looks at the connection.
+const alivePoll = 200 * time.Millisecond
+
+// aliveBound bounds waitWhileAlive: the store's commit bound, then one more look at the
+// connection, and the pause before it.
+func (s *Server) aliveBound() time.Duration {
+	return s.store.CommitBound() + alivePoll + releaseTimeout
+}
+
 // waitWhileAlive waits while the server shows the connection conn, on which a COMMIT went
 // unanswered, and says whether it saw it gone: then the transaction has ended, and its key's
-// orders are final. It gives up (false) when the server cannot be asked.
-func (s *Server) waitWhileAlive(ctx context.Context, conn int64, log requestLog) bool {
-	if conn == 0 {
+// orders are final. It gives up (false) when the server cannot be asked, or when the connection
+// is still there after the store's commit bound: a COMMIT the resolver's KILL could not stop
+// that long is left to the answer outcome_unknown. It takes at most aliveBound.
+func (s *Server) waitWhileAlive(ctx context.Context, conn inventory.ServerConn, log requestLog) bool {
+	if conn.ID == 0 {
 		return false
 	}
-	for since := time.Now(); ; {
+	for deadline := time.Now().Add(s.store.CommitBound()); ; {
 		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 		alive, err := s.store.ConnectionAlive(actx, conn)
 		cancel()
@@ -126,25 +143,25 @@ func (s *Server) waitWhileAlive(ctx context.Context, conn int64, log requestLog)
 			return false
 		case !alive:
 			return true
+		case !time.Now().Before(deadline):
+			log.Warn("the unanswered transaction is still alive on the server past the commit bound: its outcome is unknown", "conn", conn.ID)
+			return false
 		}
-		if time.Since(since) > resolveBudget {
-			log.Warn("the unanswered transaction is still alive on the server: keeping the lock", "conn", conn)
-			since = time.Now()
-		}
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(alivePoll)
 	}
 }
 
 // release gives a lock back.
 type release func(context.Context) error
 
-// withLock is the frame of every locked change: acquire within LOCK_TIMEOUT, run critical, then
+// withLock is the frame of every locked change: acquire by the change's lock deadline (lockWait),
+// run critical, then
 // release on every path (an early return, an error, a panic) with a context the caller cannot
 // cancel, so that a client who hangs up does not leave the lock held. The wait and the hold are
 // timed for the metrics.
 func (s *Server) withLock(ctx context.Context, log requestLog, acquire func(context.Context) (release, error), critical func() error) error {
 	waitStart := time.Now()
-	lockCtx, cancel := context.WithTimeout(ctx, s.cfg.LockTimeout)
+	lockCtx, cancel := s.lockWait(ctx)
 	rel, err := acquire(lockCtx)
 	cancel()
 	s.metrics.lockWait.Observe(time.Since(waitStart).Seconds())

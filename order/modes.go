@@ -95,21 +95,21 @@ func (s *Server) herdLocks(ctx context.Context, skus []string) (holding, error) 
 // outlast the longest hold of a live holder, which nothing else ends: the wait for the locks of a
 // cart's later SKUs (LOCK_TIMEOUT), held while the first ones are; the work; the transaction's
 // round trips, its COMMIT's wait included, each within the store's read timeout; when the COMMIT
-// goes unanswered, settle's (two look-ups of the key around one look at the connection, or the
-// commit bound, the longer); the release. It follows the configuration and the database's
-// timeouts, not a constant. (A transaction the database still shows alive after its KILL keeps
-// the holder longer still: settle waits for it, past any TTL.)
+// goes unanswered, settle's (settleBound); the release. It follows the configuration and the
+// database's timeouts, not a constant.
 func (s *Server) tableLockTTL(skus int) time.Duration {
 	var others time.Duration
 	if skus > 1 {
 		others = s.cfg.LockTimeout
 	}
-	// BEGIN, the session's read, the key's look-up, a read and a write per SKU, the orders' insert
-	// and the COMMIT (a one-line sale sends fewer).
-	roundTrips := time.Duration(5 + 2*skus)
-	settling := max(s.store.CommitBound(), 2*resolveBudget+releaseTimeout)
-	return others + s.cfg.WorkDelay + roundTrips*s.store.ReadTimeout() + settling + releaseTimeout
+	return others + s.cfg.WorkDelay + changeRoundTrips(skus)*s.store.ReadTimeout() + s.settleBound() + releaseTimeout
 }
+
+// changeRoundTrips is the most round trips a change of skus makes in its transaction: BEGIN, the
+// session's read (three the first time after the server started: the run's mark), the key's
+// look-up, a read and a write per SKU, the orders' insert and the COMMIT (a one-line sale sends
+// fewer).
+func changeRoundTrips(skus int) time.Duration { return time.Duration(7 + 2*skus) }
 
 // tableLocks is the database lock of the classic comparison, polled every 2 ms.
 func (s *Server) tableLocks(ctx context.Context, skus []string) (holding, error) {

@@ -67,7 +67,7 @@ func (s *Server) resolveKey(ctx context.Context, key string, cause error) (conte
 // connection, and says why it could not.
 func endTransaction(ctx context.Context, store *inventory.Store, cause error) error {
 	conn := inventory.UnansweredConn(cause)
-	if conn == 0 {
+	if conn.ID == 0 {
 		return nil
 	}
 	if err := store.EndTransaction(ctx, conn); err != nil {

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"net"
 	"sync"
@@ -47,12 +46,25 @@ local token = redis.call('INCR', KEYS[2])
 redis.call('SET', KEYS[1], ARGV[1] .. ':' .. token, 'PX', ARGV[2])
 return token`)
 
-// dropIfMine deletes the lock if its value carries the holding's name: the clean-up of an
-// acquisition whose outcome could not be learnt.
+// acquirePlain is acquireWithToken without a token (mode redis): it sets the lock to the
+// holding's random name only if it is free, and is idempotent for one name in the same way.
+var acquirePlain = redis.NewScript(`
+local held = redis.call('GET', KEYS[1])
+if held then
+	if held == ARGV[1] then
+		return 1
+	end
+	return 0
+end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 1`)
+
+// dropIfMine deletes the lock if its value is the holding's name, or carries it: the clean-up of
+// an acquisition whose outcome could not be learnt.
 var dropIfMine = redis.NewScript(`
 local held = redis.call('GET', KEYS[1])
 local mine = ARGV[1] .. ':'
-if held and string.sub(held, 1, #mine) == mine then
+if held and (held == ARGV[1] or string.sub(held, 1, #mine) == mine) then
 	return redis.call('DEL', KEYS[1])
 end
 return 0`)
@@ -95,42 +107,44 @@ func (s *Server) redisLocks() *redisLocks {
 func retryDelay(int) time.Duration { return time.Duration(50+rand.IntN(200)) * time.Millisecond }
 
 // lock takes the SKU's Redis lock, fenced (with a token from the counter) or not, waiting until
-// ctx ends; the watchdog then keeps it until Unlock, or until an extension fails.
+// ctx ends; the watchdog then keeps it until Unlock, or until an extension fails. The lock is
+// taken by one idempotent script (acquireWithToken, acquirePlain) under a random name, so that
+// a try whose answer was lost, or came after ctx ended, leaves no lock nobody holds (acquire).
 func (r *redisLocks) lock(ctx context.Context, sku string, fenced bool) (*redisLease, error) {
-	opts := []redsync.Option{redsync.WithExpiry(r.ttl), redsync.WithTries(math.MaxInt32), redsync.WithRetryDelayFunc(retryDelay)}
-	var token int64
+	name, err := randomValue()
+	if err != nil {
+		return nil, err
+	}
+	try := acquirePlain
 	if fenced {
-		name, err := randomValue()
-		if err != nil {
-			return nil, err
-		}
-		if token, err = r.acquireFenced(ctx, sku, name); err != nil {
-			return nil, err
-		}
-		opts = append(opts, redsync.WithValue(fmt.Sprintf("%s:%d", name, token)))
+		try = acquireWithToken
 	}
-	m := r.rs.NewMutex(lockKey(sku), opts...)
-	if !fenced {
-		if err := m.LockContext(ctx); err != nil {
-			return nil, fmt.Errorf("redis lock %s: %w", sku, err)
-		}
+	got, err := r.acquire(ctx, sku, name, try)
+	if err != nil {
+		return nil, err
 	}
+	value, token := name, int64(0)
+	if fenced {
+		value, token = fmt.Sprintf("%s:%d", name, got), got
+	}
+	m := r.rs.NewMutex(lockKey(sku), redsync.WithExpiry(r.ttl), redsync.WithValue(value))
 	return newRedisLease(m, r.ttl, token), nil
 }
 
-// acquireFenced polls acquireWithToken as redsync polls SET NX. A try whose answer was lost is
-// tried again with the same name, which answers what the lost one did. When ctx ends before an
-// answer came, the lock is dropped if the lost try took it.
-func (r *redisLocks) acquireFenced(ctx context.Context, sku, name string) (int64, error) {
+// acquire polls the script try as redsync polls SET NX, until it answers a positive number (the
+// token, or 1), which it returns. A try whose answer was lost is tried again with the same name,
+// which answers what the lost one did. When ctx ends before an answer came, or Redis fails, the
+// lock is dropped (dropLost) if the lost try took it: never with ctx, which has ended.
+func (r *redisLocks) acquire(ctx context.Context, sku, name string, try *redis.Script) (int64, error) {
 	// uncertain: a try was sent and never answered, so Redis may run it, now or a little later
 	// (a script queued behind a paused server runs when it resumes, whoever still listens).
 	uncertain := false
-	for try := 0; ; try++ {
-		token, err := acquireWithToken.Run(ctx, r.client, []string{lockKey(sku), tokenKey(sku)}, name, r.ttl.Milliseconds()).Int64()
+	for n := 0; ; n++ {
+		got, err := try.Run(ctx, r.client, []string{lockKey(sku), tokenKey(sku)}, name, r.ttl.Milliseconds()).Int64()
 		var timeout net.Error
 		switch {
-		case err == nil && token > 0:
-			return token, nil
+		case err == nil && got > 0:
+			return got, nil
 		case err == nil: // someone else holds it; an earlier unanswered try may still run
 		case errors.As(err, &timeout) && timeout.Timeout(), errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 			uncertain = true // sent, no answer: the next try, or the clean-up, tells
@@ -140,7 +154,7 @@ func (r *redisLocks) acquireFenced(ctx context.Context, sku, name string) (int64
 			}
 			return 0, fmt.Errorf("redis lock %s: %w", sku, err)
 		}
-		t := time.NewTimer(retryDelay(try))
+		t := time.NewTimer(retryDelay(n))
 		select {
 		case <-t.C:
 		case <-ctx.Done():

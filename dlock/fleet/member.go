@@ -210,16 +210,16 @@ func newHold(l *dlock.Lease) *hold {
 		case <-l.Lost():
 			cancel(fmt.Errorf("%w: %w", ErrNotMember, l.Err()))
 		case <-h.revoked:
-			cancel(fmt.Errorf("%w: the member let its hold go", ErrNotMember))
+			cancel(errRevoked)
 		}
 		close(h.gone)
 	}()
 	return h
 }
 
-// lost is closed when the hold can no longer be trusted, judged now as dlock judges its lease.
 // why says why the hold is gone. Its context's cause is set by the hold's watcher, which may not
-// have run yet when lost() judged the lease lost a moment earlier: the lease's own reason then.
+// have run yet when lost() judged the hold gone a moment earlier: the reason is then judged here
+// as lost() judges it.
 func (h *hold) why() error {
 	if err := context.Cause(h.ctx); err != nil {
 		return err
@@ -227,13 +227,25 @@ func (h *hold) why() error {
 	if err := h.lease.Err(); err != nil {
 		return err
 	}
+	select {
+	case <-h.revoked:
+		return errRevoked
+	default:
+	}
 	return errors.New("the hold is gone")
 }
 
+// errRevoked is why a hold this member let go is gone.
+var errRevoked = fmt.Errorf("%w: the member let its hold go", ErrNotMember)
+
+// lost is closed when the hold can no longer be trusted, judged now: as dlock judges its lease,
+// and gone as soon as the member revoked it, whether or not the hold's watcher has run yet.
 func (h *hold) lost() <-chan struct{} {
 	select {
 	case <-h.lease.Lost():
 		return h.lease.Lost()
+	case <-h.revoked:
+		return h.revoked
 	default:
 		return h.gone
 	}

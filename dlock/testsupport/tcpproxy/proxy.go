@@ -38,8 +38,8 @@ type Proxy struct {
 	// holdCloses keeps a connection open during a Stall when either end closes it, until Resume:
 	// a peer that gives up on a black hole must not tell the other end so (see NewRaw).
 	holdCloses bool
-	// delay holds every chunk back this long (nanoseconds) before it is forwarded, either way:
-	// a slow link, not a cut one (SetDelay).
+	// delay holds every chunk back this long (nanoseconds) after it was read before it is
+	// forwarded, either way: a slow link, not a cut one (SetDelay, pipe).
 	delay atomic.Int64
 	wg    sync.WaitGroup
 }
@@ -118,17 +118,12 @@ func (p *Proxy) Resume() {
 	}
 }
 
-// SetDelay makes the link slow: every request and every chunk of a reply waits d before it is
-// forwarded (0: none), as on a congested or far-away route. Bytes still arrive, in order; a
-// connection is never cut by it, so a client sees latency, not errors, until its own timeouts.
+// SetDelay makes the link slow: every request and every chunk of a reply is forwarded d after it
+// was read (0: none), as on a far-away route; what is read meanwhile travels at the same time, so
+// the link's throughput stays. Bytes still arrive, in order; a connection is never cut by it, so
+// a client sees latency, not errors, until its own timeouts. A new delay applies to the bytes
+// read after it is set.
 func (p *Proxy) SetDelay(d time.Duration) { p.delay.Store(int64(d)) }
-
-// lag sleeps the link's delay, if any.
-func (p *Proxy) lag() {
-	if d := time.Duration(p.delay.Load()); d > 0 {
-		time.Sleep(d)
-	}
-}
 
 // waitFlow blocks while the proxy is stalled.
 func (p *Proxy) waitFlow() {
@@ -311,8 +306,11 @@ func (p *Proxy) serve(client net.Conn) {
 }
 
 // forwardRequests copies the client's requests to the server one frame at a time, so that an
-// armed proxy can act on the request it waits for.
+// armed proxy can act on the request it waits for. Every request read before it has been
+// forwarded before it acts.
 func (p *Proxy) forwardRequests(server, client net.Conn, closeBoth func(), repliesCut, holed *atomic.Bool) {
+	out := p.newPipe(server, nil)
+	defer out.close()
 	for index := 0; ; index++ {
 		frame, err := p.frames(client)
 		if err != nil {
@@ -329,6 +327,7 @@ func (p *Proxy) forwardRequests(server, client net.Conn, closeBoth func(), repli
 			continue
 		}
 		if fired && drop {
+			out.flush()
 			closeBoth()
 			if cutAll {
 				p.closeAllBut(nil)
@@ -338,11 +337,13 @@ func (p *Proxy) forwardRequests(server, client net.Conn, closeBoth func(), repli
 		if fired {
 			repliesCut.Store(true)
 		}
-		p.lag()
-		if _, err := server.Write(frame); err != nil {
+		if !out.send(frame) {
 			return
 		}
 		if fired {
+			if !out.flush() {
+				return
+			}
 			// The client loses the connection before any reply; the server side stays open a
 			// moment longer so the request is surely read and applied, as when a reply is lost.
 			_ = client.Close()
@@ -356,23 +357,18 @@ func (p *Proxy) forwardRequests(server, client net.Conn, closeBoth func(), repli
 	}
 }
 
-// forwardReplies copies bytes from server to client, holding them back during a Stall.
+// forwardReplies copies bytes from server to client, holding them back during a Stall; none
+// passes once the replies are cut, nor into a black hole.
 func (p *Proxy) forwardReplies(client, server net.Conn, repliesCut, holed *atomic.Bool) {
+	out := p.newPipe(client, func() (write, goOn bool) {
+		return !holed.Load(), !repliesCut.Load()
+	})
+	defer out.close()
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := server.Read(buf)
-		if n > 0 {
-			p.lag()
-			p.waitFlow()
-			if repliesCut.Load() {
-				return
-			}
-			if holed.Load() {
-				continue
-			}
-			if _, werr := client.Write(buf[:n]); werr != nil {
-				return
-			}
+		if n > 0 && !out.send(append([]byte(nil), buf[:n]...)) {
+			return
 		}
 		if err != nil {
 			return

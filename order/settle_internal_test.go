@@ -1,0 +1,65 @@
+package order
+
+import (
+	"context"
+	"database/sql"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/zkstock/zkstock/internal/testenv"
+	"github.com/zkstock/zkstock/inventory"
+)
+
+// The wait for an unanswered transaction's connection is bounded: a connection the server still
+// shows (a COMMIT the KILL could not stop, or anything else that lives) keeps the SKU's lock and
+// the fleet's pass for the store's commit bound, not for as long as it lives.
+func TestWaitWhileAliveIsBounded(t *testing.T) {
+	ctx := context.Background()
+	dsn := testenv.MySQLDatabase(t)
+	st, err := inventory.Open(ctx, dsn, inventory.PoolOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	if err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	live, err := db.Conn(ctx) // the server's default wait_timeout: it outlives the test
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = live.Close() })
+	conn := inventory.ServerConn{}
+	if err := live.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&conn.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := live.ExecContext(ctx, "INSERT IGNORE INTO server_runs (id, run) VALUES (1, 'test')"); err != nil {
+		t.Fatal(err)
+	}
+	if err := live.QueryRowContext(ctx, "SELECT run FROM server_runs WHERE id = 1").Scan(&conn.Run); err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{store: st}
+	done := make(chan bool, 1)
+	start := time.Now()
+	go func() { done <- s.waitWhileAlive(ctx, conn, newRequestLog(slog.Default())) }()
+	const slack = 15 * time.Second
+	select {
+	case gone := <-done:
+		took := time.Since(start)
+		if gone {
+			t.Fatalf("waitWhileAlive saw connection %d gone; it is open", conn.ID)
+		}
+		if took < st.CommitBound() {
+			t.Errorf("waitWhileAlive gave up on a live connection after %v, before the commit bound %v", took, st.CommitBound())
+		}
+	case <-time.After(s.aliveBound() + slack):
+		t.Fatalf("waitWhileAlive still waits on a live connection after %v: want it bounded by %v", time.Since(start), s.aliveBound())
+	}
+}
