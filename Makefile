@@ -30,6 +30,8 @@ test: check-go lint compose-check
 ## stopped) and a bounded fuzz run; the results table goes to out/reliability-table.md
 test-faults: check-go lint
 	$(SERVERS) run -- env ZKSTOCK_FAULTS=1 $(GO) test -race -count=1 -timeout 30m -v ./faults
+	@# the inventory tests that restart MariaDB, on servers of their own (make test shares its servers)
+	$(SERVERS) run --no-ensemble -- env ZKSTOCK_FAULTS=1 $(GO) test -race -count=1 -run 'AfterARestart' -v ./inventory
 	$(SERVERS) run --no-ensemble -- $(GO) test -run '^$$' -fuzz FuzzAPI -fuzztime $(FUZZTIME) ./order
 	@# keep what the fuzzer found as seed corpus, so that make test replays it
 	mkdir -p $(FUZZ_CORPUS)
