@@ -94,7 +94,8 @@ func TestNemesis(t *testing.T) {
 					recap.add(name, "stopped early; its log says why")
 				}
 			}()
-			runNemesis(t, nemesisRun{mode: mode, seed: seed, duration: dur, kinds: kinds, spec: spec, recap: recap, name: name})
+			lockMode, lie := nemesis.SplitLie(mode)
+			runNemesis(t, nemesisRun{mode: lockMode, lie: lie, seed: seed, duration: dur, kinds: kinds, spec: spec, recap: recap, name: name})
 		})
 	}
 }
@@ -107,7 +108,8 @@ func envOr(k, def string) string {
 }
 
 type nemesisRun struct {
-	mode     string
+	mode     string // the lock mode
+	lie      string // the lie planted in the replicas (order's ZKSTOCK_LIE), if any
 	seed     uint64
 	duration time.Duration
 	kinds    []nemesis.Kind
@@ -174,9 +176,17 @@ type fleetUnderFire struct {
 	notes    []string
 }
 
+// label is the run's mode as NEMESIS_MODE names it: the lock mode, and "+lie" when one is planted.
+func (r nemesisRun) label() string {
+	if r.lie == "" {
+		return r.mode
+	}
+	return r.mode + "+" + r.lie
+}
+
 func runNemesis(t *testing.T, run nemesisRun) {
 	wallStart := time.Now()
-	outDir := filepath.Join(envOr("NEMESIS_OUT", filepath.Join("..", "out", "nemesis")), fmt.Sprintf("%s-%d", run.mode, run.seed))
+	outDir := filepath.Join(envOr("NEMESIS_OUT", filepath.Join("..", "out", "nemesis")), fmt.Sprintf("%s-%d", run.label(), run.seed))
 	if err := os.RemoveAll(outDir); err != nil {
 		t.Fatal(err)
 	}
@@ -206,6 +216,10 @@ func runNemesis(t *testing.T, run nemesisRun) {
 		var dsn string
 		l.db, dsn = tcpproxy.ProxiedDSN(t, f.dsn, nil)
 		r := newReplica(t, fmt.Sprintf("order%d", i+1), dsn, zkAddrs, append(settings, "REDIS_ADDR="+l.redis.Addr())...)
+		if run.lie != "" {
+			r.bin = orderdLiesBin
+			r.env = append(r.env, "ZKSTOCK_LIE="+run.lie)
+		}
 		r.start()
 		f.rs, f.links = append(f.rs, r), append(f.links, l)
 	}
@@ -379,8 +393,8 @@ func runNemesis(t *testing.T, run nemesisRun) {
 	}
 
 	// Every replica must come back on its own: ready, and reading every SKU.
-	sum := nemesis.Summary{Seed: run.seed, Mode: run.mode, DurationS: run.duration.Seconds(), Faults: f.done, Skipped: f.skipped,
-		Anomalies: map[string]int{}, Control: nemesis.IsControl(run.mode), Answers: map[string]int{}, Schedule: schedule}
+	sum := nemesis.Summary{Seed: run.seed, Mode: run.label(), DurationS: run.duration.Seconds(), Faults: f.done, Skipped: f.skipped,
+		Anomalies: map[string]int{}, Control: nemesis.IsControl(run.label()), Answers: map[string]int{}, Schedule: schedule}
 	for _, k := range nemesis.Anomalies {
 		sum.Anomalies[k] = 0
 	}
@@ -456,7 +470,7 @@ func runNemesis(t *testing.T, run nemesisRun) {
 	sum.Linearizable = sum.Anomalies[nemesis.NonLinearizable]+sum.Anomalies[nemesis.Undecided] == 0
 	sum.WallS = time.Since(wallStart).Seconds()
 	sum.Build = buildCommit()
-	sum.Reproduce = fmt.Sprintf("make nemesis MODE=%s SEED=%d DURATION=%s", run.mode, run.seed, run.duration)
+	sum.Reproduce = fmt.Sprintf("make nemesis MODE=%s SEED=%d DURATION=%s", run.label(), run.seed, run.duration)
 	if run.spec != "" {
 		sum.Reproduce += " FAULTS=" + run.spec
 	}
@@ -480,12 +494,12 @@ func runNemesis(t *testing.T, run nemesisRun) {
 	}
 	abs, _ := filepath.Abs(outDir)
 	t.Logf("%s seed %d: %d ops (%d unknown), faults %v, anomalies %v, linearizable %v; %s",
-		run.mode, run.seed, sum.Ops, sum.Unknown, sum.Faults, sum.Anomalies, sum.Linearizable, abs)
+		run.label(), run.seed, sum.Ops, sum.Unknown, sum.Faults, sum.Anomalies, sum.Linearizable, abs)
 	switch {
 	case sum.Control && !sum.Caught:
-		f.fail("the negative control %s was not caught (seed %d): the nemesis proves nothing with this schedule; %s", run.mode, run.seed, abs)
+		f.fail("the negative control %s was not caught (seed %d): the nemesis proves nothing with this schedule; %s", run.label(), run.seed, abs)
 	case !sum.Passed:
-		f.fail("%s seed %d: anomalies %v; reproduce with %s; the histories and their visualizations in %s", run.mode, run.seed, sum.Anomalies, sum.Reproduce, abs)
+		f.fail("%s seed %d: anomalies %v; reproduce with %s; the histories and their visualizations in %s", run.label(), run.seed, sum.Anomalies, sum.Reproduce, abs)
 	}
 }
 

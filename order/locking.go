@@ -106,6 +106,9 @@ func (s *Server) settle(ctx context.Context, ch change, err error, log requestLo
 			time.Sleep(wait)
 		}
 	}
+	if planted.unconfirmedNotSold {
+		return errPlantedNotSold
+	}
 	return rerr
 }
 

@@ -74,9 +74,20 @@ var (
 	UnsafeModes = []string{"none", "zk-unfenced", "redis", "db-locktable"}
 )
 
-// IsControl reports whether mode is a negative control: a mode known to be unsafe under some fault,
-// which a run must catch.
-func IsControl(mode string) bool { return slices.Contains(UnsafeModes, mode) }
+// IsControl reports whether a run's mode is a negative control, which the run must catch: a lock
+// mode known to be unsafe under some fault, or any mode with a planted lie (SplitLie).
+func IsControl(run string) bool {
+	mode, lie := SplitLie(run)
+	return lie != "" || slices.Contains(UnsafeModes, mode)
+}
+
+// SplitLie splits a run's mode into the lock mode and the lie planted in its replicas, if any:
+// "zk+unconfirmed-not-sold" runs zk on replicas built to lie so (order's ZKSTOCK_LIE, which only
+// a build with the zkstock_lies tag reads).
+func SplitLie(run string) (mode, lie string) {
+	mode, lie, _ = strings.Cut(run, "+")
+	return mode, lie
+}
 
 // ClassOf is the modes a run in mode may switch between. A control other than none never
 // switches to none: none oversells with no fault at all, so a control caught after such a switch
