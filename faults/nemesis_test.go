@@ -231,16 +231,8 @@ func runNemesis(t *testing.T, run nemesisRun) {
 	var obsMu sync.Mutex
 	var ops []nemesis.Op
 	observe := func(o lincheck.Observation) {
-		class := "refused"
-		switch {
-		case strings.HasPrefix(o.Answer, "2"):
-			class = "ok"
-		case o.Answer == "cut" || strings.Contains(o.Answer, "outcome_unknown") || strings.HasPrefix(o.Answer, "5") && !strings.Contains(o.Answer, " "):
-			// no answer, or one that does not say what became of the operation
-			class = "unknown"
-		}
 		obsMu.Lock()
-		ops = append(ops, nemesis.Op{Start: o.Start, End: o.End, Class: class, What: fmt.Sprintf("%s %s (%s)", o.Kind, o.Answer, o.Key)})
+		ops = append(ops, nemesis.Op{Start: o.Start, End: o.End, Class: nemesis.PointClass(o), What: fmt.Sprintf("%s %s (%s)", o.Kind, o.Answer, o.Key)})
 		obsMu.Unlock()
 	}
 	var urls []string
@@ -431,7 +423,19 @@ func runNemesis(t *testing.T, run nemesisRun) {
 		sum.Ops += st.Ops
 		sum.Unknown += st.Unknown
 		sum.Resolved += st.FoundDone + st.FoundNotDone
+		sum.Refused += st.Refused
 		sum.Anomalies[nemesis.WrongAnswers] += st.BadRequests + st.BadAnswers
+		sum.Anomalies[nemesis.BrokenPromises] += st.BrokenPromises
+		for i, b := range h.Broken {
+			if i == 5 {
+				f.note("history %d: %d more broken promises", p+1, len(h.Broken)-i)
+				break
+			}
+			f.note("history %d: a broken promise: %s", p+1, b)
+		}
+		if st.RefusalsUnchecked > 0 {
+			f.note("history %d: %d of %d refusals could not be looked up", p+1, st.RefusalsUnchecked, st.Refused)
+		}
 		if st.BadRequests+st.BadAnswers > 0 {
 			f.note("history %d: %d requests answered 400, %d answers without the documented fields: %s", p+1, st.BadRequests, st.BadAnswers, strings.Join(st.Problems, " | "))
 		}
@@ -442,7 +446,9 @@ func runNemesis(t *testing.T, run nemesisRun) {
 		sum.Histories = append(sum.Histories, nemesis.HistoryRun{SKUs: h.SKUs, Ops: st.Ops, Unknown: st.Unknown, Outcome: outcomeName(v.Outcome), CheckTime: v.CheckTime.Seconds()})
 		switch v.Outcome {
 		case porcupine.Ok:
-			continue
+			if len(h.Broken) == 0 {
+				continue
+			}
 		case porcupine.Illegal:
 			sum.Anomalies[nemesis.NonLinearizable]++
 		default:
@@ -484,7 +490,8 @@ func runNemesis(t *testing.T, run nemesisRun) {
 	sum.Judge()
 
 	obsMu.Lock()
-	svg := nemesis.Timeline(fmt.Sprintf("nemesis: %s, seed %d, %d operations, %d faults", run.mode, run.seed, len(ops), len(f.windows)), t0, ops, f.windows)
+	sum.Requests = len(ops)
+	svg := nemesis.Timeline(&sum, t0, ops, f.windows)
 	obsMu.Unlock()
 	if err := os.WriteFile(filepath.Join(outDir, "timeline.svg"), []byte(svg), 0o644); err != nil {
 		f.fail("%v", err)
