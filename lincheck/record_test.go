@@ -19,11 +19,11 @@ import (
 // shop is an in-memory stand-in for the order service's API, correct (one mutex around every
 // change) or racy (it reads the stock, waits, and writes what it computed, as mode none does).
 type shop struct {
-	racy      bool
-	flaky     bool // one answer in ten is a 503: a third refused, a third unknown, a third unknown after the change
+	racy  bool
+	flaky bool // one answer in ten is a 503: a third refused, a third unknown, a third unknown after the change
 	// lies answers a change made but not confirmed "503 storage_unavailable" (nothing was
 	// changed) instead of outcome_unknown: the lie the checker must catch.
-	lies bool
+	lies      bool
 	answered  int
 	keys      map[string]bool
 	mu        sync.Mutex
