@@ -173,6 +173,7 @@ type fleetUnderFire struct {
 	switchOn bool
 	skipped  map[nemesis.Kind]int
 	done     map[nemesis.Kind]int
+	effect   map[nemesis.Kind]int // of done, those that took effect (tookEffect)
 	notes    []string
 }
 
@@ -200,7 +201,7 @@ func runNemesis(t *testing.T, run nemesisRun) {
 	// a follower can be cut off from its leader: which peer leads, and which election links went
 	// direct, are then the run's own, and a seed replays on a fresh one.
 	f := &fleetUnderFire{t: t, run: run, dsn: testenv.MySQLDatabase(t), ens: testenv.StartProxiedEnsemble(t, nemesisEnsemble),
-		skipped: map[nemesis.Kind]int{}, done: map[nemesis.Kind]int{}}
+		skipped: map[nemesis.Kind]int{}, done: map[nemesis.Kind]int{}, effect: map[nemesis.Kind]int{}}
 	redisAddr := testenv.RedisAddr(t)
 	settings := []string{"LOCK_MODE=" + run.mode, "ZK_SESSION_TIMEOUT=" + nemesisSession.String(), "WORK_DELAY=20ms",
 		"LOCK_TIMEOUT=5s", "REDIS_LOCK_TTL=3s", "LOG_LEVEL=" + envOr("NEMESIS_LOG_LEVEL", "warn")}
@@ -385,7 +386,7 @@ func runNemesis(t *testing.T, run nemesisRun) {
 	}
 
 	// Every replica must come back on its own: ready, and reading every SKU.
-	sum := nemesis.Summary{Seed: run.seed, Mode: run.label(), DurationS: run.duration.Seconds(), Faults: f.done, Skipped: f.skipped,
+	sum := nemesis.Summary{Seed: run.seed, Mode: run.label(), DurationS: run.duration.Seconds(), Faults: f.done, TookEffect: f.effect, Skipped: f.skipped,
 		Anomalies: map[string]int{}, Control: nemesis.IsControl(run.label()), Answers: map[string]int{}, Schedule: schedule}
 	for _, k := range nemesis.Anomalies {
 		sum.Anomalies[k] = 0
@@ -500,8 +501,8 @@ func runNemesis(t *testing.T, run nemesisRun) {
 		f.fail("%v", err)
 	}
 	abs, _ := filepath.Abs(outDir)
-	t.Logf("%s seed %d: %d ops (%d unknown), faults %v, anomalies %v, linearizable %v; %s",
-		run.label(), run.seed, sum.Ops, sum.Unknown, sum.Faults, sum.Anomalies, sum.Linearizable, abs)
+	t.Logf("%s seed %d: %d ops (%d unknown, %d refused), faults %v, took effect %v, anomalies %v, linearizable %v, wall %.0fs; %s",
+		run.label(), run.seed, sum.Ops, sum.Unknown, sum.Refused, sum.Faults, sum.TookEffect, sum.Anomalies, sum.Linearizable, sum.WallS, abs)
 	switch {
 	case sum.Control && !sum.Caught:
 		f.fail("the negative control %s was not caught (seed %d): the nemesis proves nothing with this schedule; %s", run.label(), run.seed, abs)
@@ -554,6 +555,15 @@ func (f *fleetUnderFire) note(format string, args ...any) {
 	f.t.Logf(format, args...)
 }
 
+// tookEffect counts a fault that took effect: it met what it was for (a COMMIT paused, traffic
+// cut or slowed, a follower out of the quorum, a switch made), or, for a process killed, stopped
+// or restarted, it was made.
+func (f *fleetUnderFire) tookEffect(k nemesis.Kind) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.effect[k]++
+}
+
 func (f *fleetUnderFire) window(k nemesis.Kind, from, to time.Time, what string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -580,15 +590,33 @@ func (f *fleetUnderFire) inject(fault nemesis.Fault) (what string, heal func()) 
 		f.note("%s skipped: %s", fault, why)
 		return "", nil
 	}
+	// held is how many chunks a stall of ps has held back so far, and moved how many passed.
+	traffic := func(ps []*tcpproxy.Proxy) (moved, held int64) {
+		for _, p := range ps {
+			m, h := p.Traffic()
+			moved, held = moved+m, held+h
+		}
+		return moved, held
+	}
+	// stall cuts the links ps; it took effect if it held back any traffic.
 	stall := func(ps ...*tcpproxy.Proxy) func() {
+		_, before := traffic(ps)
 		for _, p := range ps {
 			p.Stall()
 		}
 		return func() {
+			if _, after := traffic(ps); after > before {
+				f.tookEffect(fault.Kind)
+			}
 			for _, p := range ps {
 				p.Resume()
 			}
 		}
+	}
+	// immediate faults (a process killed, stopped or restarted) take effect as they are made.
+	immediate := func(what string, heal func()) (string, func()) {
+		f.tookEffect(fault.Kind)
+		return what, heal
 	}
 	defer func() {
 		if heal != nil {
@@ -598,10 +626,10 @@ func (f *fleetUnderFire) inject(fault nemesis.Fault) (what string, heal func()) 
 	switch fault.Kind {
 	case nemesis.Kill:
 		r.kill9()
-		return fmt.Sprintf("kill -9 %s, started again after %.1fs", r.name, fault.Hold.Seconds()), func() { r.start() }
+		return immediate(fmt.Sprintf("kill -9 %s, started again after %.1fs", r.name, fault.Hold.Seconds()), func() { r.start() })
 	case nemesis.Pause:
 		r.signal(syscall.SIGSTOP)
-		return fmt.Sprintf("SIGSTOP %s for %.1fs (session %v)", r.name, fault.Hold.Seconds(), nemesisSession), func() { r.signal(syscall.SIGCONT) }
+		return immediate(fmt.Sprintf("SIGSTOP %s for %.1fs (session %v)", r.name, fault.Hold.Seconds(), nemesisSession), func() { r.signal(syscall.SIGCONT) })
 	case nemesis.PauseAtCommit:
 		armed := time.Now()
 		fired := l.db.StallAtQuery(func(q string) bool { return strings.EqualFold(q, "COMMIT") })
@@ -625,6 +653,7 @@ func (f *fleetUnderFire) inject(fault nemesis.Fault) (what string, heal func()) 
 			// A COMMIT that came late still gets its whole pause, or it proves nothing.
 			if !pausedAt.IsZero() {
 				time.Sleep(time.Until(pausedAt.Add(fault.Hold)))
+				f.tookEffect(fault.Kind)
 			}
 			_ = proc.Signal(syscall.SIGCONT)
 			l.db.Disarm()
@@ -639,10 +668,14 @@ func (f *fleetUnderFire) inject(fault nemesis.Fault) (what string, heal func()) 
 	case nemesis.Isolate:
 		return fmt.Sprintf("%s cut off from everything for %.1fs", r.name, fault.Hold.Seconds()), stall(l.all()...)
 	case nemesis.Slow:
+		before, _ := traffic(l.all())
 		for _, p := range l.all() {
 			p.SetDelay(fault.Delay)
 		}
 		return fmt.Sprintf("%s's links slowed by %v each way for %.1fs", r.name, fault.Delay, fault.Hold.Seconds()), func() {
+			if after, _ := traffic(l.all()); after > before {
+				f.tookEffect(fault.Kind) // traffic went through the slow links
+			}
 			for _, p := range l.all() {
 				p.SetDelay(0)
 			}
@@ -659,7 +692,7 @@ func (f *fleetUnderFire) inject(fault nemesis.Fault) (what string, heal func()) 
 		if err := syscall.Kill(pidOf(t, dir), syscall.SIGKILL); err != nil {
 			return skip(err.Error())
 		}
-		return fmt.Sprintf("ZooKeeper leader (peer %d) killed, started again after %.1fs", leader+1, fault.Hold.Seconds()), func() { testenv.ServersScript(t, "start-server", dir) }
+		return immediate(fmt.Sprintf("ZooKeeper leader (peer %d) killed, started again after %.1fs", leader+1, fault.Hold.Seconds()), func() { testenv.ServersScript(t, "start-server", dir) })
 	case nemesis.FollowerCut:
 		if !f.ens.Whole() {
 			return skip("the ensemble is not whole")
@@ -682,7 +715,11 @@ func (f *fleetUnderFire) inject(fault nemesis.Fault) (what string, heal func()) 
 			// did not cut. The time is the cut's own: the run's end heals what is still on,
 			// however long it was meant to hold (CI's seed 383 cut a follower 3 s before its end).
 			cut := time.Since(cutAt)
-			if mode := testenv.ZKMode(f.ens.Addrs[peer]); cut > followerTimeout+time.Second && mode == "follower" {
+			mode := testenv.ZKMode(f.ens.Addrs[peer])
+			switch {
+			case mode != "follower":
+				f.tookEffect(fault.Kind) // it left the quorum
+			case cut > followerTimeout+time.Second:
 				f.note("peer %d still a follower %.1fs into its cut (syncLimit × tickTime %v): the cut did not cut", peer+1, cut.Seconds(), followerTimeout)
 				f.fail("peer %d still a follower %.1fs into its cut from the leader: the nemesis's cut does not cut", peer+1, cut.Seconds())
 			}
@@ -691,7 +728,7 @@ func (f *fleetUnderFire) inject(fault nemesis.Fault) (what string, heal func()) 
 	case nemesis.DBRestart:
 		dir := os.Getenv("MYSQL_DIR")
 		testenv.ServersScript(t, "stop-server", dir)
-		return fmt.Sprintf("MariaDB stopped for %.1fs", fault.Hold.Seconds()), func() { testenv.ServersScript(t, "start-server", dir) }
+		return immediate(fmt.Sprintf("MariaDB stopped for %.1fs", fault.Hold.Seconds()), func() { testenv.ServersScript(t, "start-server", dir) })
 	case nemesis.BlockCommits:
 		cfg, err := mysql.ParseDSN(f.dsn)
 		if err != nil {
@@ -714,7 +751,27 @@ func (f *fleetUnderFire) inject(fault nemesis.Fault) (what string, heal func()) 
 			db.Close()
 			return skip(fmt.Sprintf("BACKUP STAGE: %v", err))
 		}
+		// It took effect if a COMMIT waited behind it: the server shows one waiting for the lock.
+		stop, stopped := make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(stopped)
+			for {
+				var waiting int
+				err := db.QueryRow("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE STATE LIKE 'Waiting for backup lock%'").Scan(&waiting)
+				if err == nil && waiting > 0 {
+					f.tookEffect(fault.Kind)
+					return
+				}
+				select {
+				case <-stop:
+					return
+				case <-time.After(100 * time.Millisecond):
+				}
+			}
+		}()
 		return fmt.Sprintf("commits blocked (BACKUP STAGE BLOCK_COMMIT) for %.1fs", fault.Hold.Seconds()), func() {
+			close(stop)
+			<-stopped
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			if _, err := conn.ExecContext(ctx, "BACKUP STAGE END"); err != nil {
@@ -726,7 +783,7 @@ func (f *fleetUnderFire) inject(fault nemesis.Fault) (what string, heal func()) 
 	case nemesis.RedisRestart:
 		dir := os.Getenv("REDIS_DIR")
 		testenv.ServersScript(t, "stop-server", dir)
-		return fmt.Sprintf("Redis stopped for %.1fs (restarted empty)", fault.Hold.Seconds()), func() { testenv.ServersScript(t, "start-server", dir) }
+		return immediate(fmt.Sprintf("Redis stopped for %.1fs (restarted empty)", fault.Hold.Seconds()), func() { testenv.ServersScript(t, "start-server", dir) })
 	case nemesis.Switch:
 		f.mu.Lock()
 		busy := f.switchOn
@@ -742,6 +799,9 @@ func (f *fleetUnderFire) inject(fault nemesis.Fault) (what string, heal func()) 
 			st, m := call("PUT", r.url+"/admin/lock-mode", fmt.Sprintf(`{"mode":%q}`, fault.Mode), "Authorization", "Bearer faults")
 			code, _ := m["code"].(string)
 			f.window(nemesis.Switch, start, time.Now(), fmt.Sprintf("switch to %s through %s: %d %s", fault.Mode, r.name, st, code))
+			if st == http.StatusOK {
+				f.tookEffect(nemesis.Switch) // the fleet switched
+			}
 			f.mu.Lock()
 			f.switchOn = false
 			f.mu.Unlock()

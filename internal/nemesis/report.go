@@ -47,7 +47,12 @@ type Summary struct {
 	Requests int `json:"requests"`
 	// Faults counts the faults carried out per kind; Skipped those the run could not carry out
 	// (a switch still waiting when the next came, a leader not found).
-	Faults       map[Kind]int   `json:"faults"`
+	Faults map[Kind]int `json:"faults"`
+	// TookEffect counts, of Faults, those that took effect: a pause that stopped a COMMIT, a cut
+	// that held back traffic, a slow link that traffic went through, a follower cut out of the
+	// quorum, commits blocked while one waited, a switch the fleet made; a process killed,
+	// stopped or restarted takes effect as it is made.
+	TookEffect   map[Kind]int   `json:"took_effect"`
 	Skipped      map[Kind]int   `json:"skipped,omitempty"`
 	Anomalies    map[string]int `json:"anomalies"`
 	Linearizable bool           `json:"linearizable"`
@@ -189,8 +194,12 @@ func Timeline(sum *Summary, t0 time.Time, ops []Op, windows []Window) string {
 			}
 		}
 	}
-	title := fmt.Sprintf("nemesis: %s, seed %d: %d requests, %d operations checked (%d unknown), %d refused, %d faults",
-		sum.Mode, sum.Seed, sum.Requests, sum.Ops, sum.Unknown, sum.Refused, len(windows))
+	drawn, took := 0, 0
+	for k, n := range sum.Faults {
+		drawn, took = drawn+n, took+sum.TookEffect[k]
+	}
+	title := fmt.Sprintf("nemesis: %s, seed %d: %d requests, %d operations checked (%d unknown), %d refused; %d faults, %d took effect",
+		sum.Mode, sum.Seed, sum.Requests, sum.Ops, sum.Unknown, sum.Refused, drawn, took)
 	return string(svgchart.Timeline(title, pts, bands, lanes, []svgchart.Class{
 		{Name: ClassOK, Color: "#2ca02c"}, {Name: ClassRefused, Color: "#1f77b4"}, {Name: ClassUnknown, Color: "#d62728"}}))
 }

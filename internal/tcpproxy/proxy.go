@@ -40,8 +40,16 @@ type Proxy struct {
 	// delay holds every chunk back this long (nanoseconds) before it is forwarded, either way:
 	// a slow link, not a cut one (SetDelay).
 	delay atomic.Int64
-	wg    sync.WaitGroup
+	// traffic counts the chunks (requests, pieces of replies) that came to pass, held those of
+	// them that had to wait for a Resume: what a Stall or a delay met (Traffic).
+	traffic, held atomic.Int64
+	wg            sync.WaitGroup
 }
+
+// Traffic says how many chunks (requests either way, pieces of replies) came to the proxy to pass
+// since it started, and how many of them a Stall held back: a fault on the link took effect only
+// if traffic met it.
+func (p *Proxy) Traffic() (chunks, held int64) { return p.traffic.Load(), p.held.Load() }
 
 // New starts a proxy to a ZooKeeper server; it stops when the test ends.
 func New(t testing.TB, target string) *Proxy { return start(t, target, zooKeeperFrames, false) }
@@ -134,7 +142,13 @@ func (p *Proxy) waitFlow() {
 	p.mu.Lock()
 	flow := p.flow
 	p.mu.Unlock()
-	<-flow
+	p.traffic.Add(1)
+	select {
+	case <-flow:
+	default:
+		p.held.Add(1)
+		<-flow
+	}
 }
 
 // CutAfterRequest arms the proxy: the next ZooKeeper request whose opcode matches is forwarded to
