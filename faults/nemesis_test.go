@@ -659,6 +659,25 @@ func (f *fleetUnderFire) inject(fault nemesis.Fault) (what string, heal func()) 
 			l.db.Disarm()
 			l.db.Resume()
 		}
+	case nemesis.LoseCommitReply:
+		fired := make(chan struct{})
+		var once sync.Once
+		l.db.CutAfterQuery(func(q string) bool {
+			if !strings.EqualFold(q, "COMMIT") {
+				return false
+			}
+			once.Do(func() { close(fired) })
+			return true
+		}, false)
+		return fmt.Sprintf("%s's next COMMIT applied and its reply lost, armed for %.1fs", r.name, fault.Hold.Seconds()), func() {
+			l.db.Disarm()
+			select {
+			case <-fired:
+				f.tookEffect(fault.Kind)
+			default:
+				f.note("%s sent no COMMIT in the window: no reply lost", r.name)
+			}
+		}
 	case nemesis.CutZK:
 		return fmt.Sprintf("%s cut off from ZooKeeper for %.1fs", r.name, fault.Hold.Seconds()), stall(l.zk...)
 	case nemesis.CutDB:

@@ -162,11 +162,11 @@ type Window struct {
 
 // kindColors colour the fault windows, one per kind, in the order of Kinds.
 var kindColors = []string{"#e41a1c", "#984ea3", "#6a3d9a", "#377eb8", "#4daf4a", "#a6cee3", "#ff7f00", "#b2df8a",
-	"#a65628", "#1b9e77", "#f781bf", "#999999", "#fb9a99", "#fdbf6f"}
+	"#a65628", "#1b9e77", "#f781bf", "#999999", "#fb9a99", "#fdbf6f", "#8dd3c7"}
 
 // KindColor is the colour of a kind's windows.
 func KindColor(k Kind) string {
-	if i := slices.Index(Kinds, k); i >= 0 {
+	if i := slices.Index(append(slices.Clone(Kinds), NamedKinds...), k); i >= 0 {
 		return kindColors[i%len(kindColors)]
 	}
 	return "#cccccc"
@@ -186,7 +186,7 @@ func Timeline(sum *Summary, t0 time.Time, ops []Op, windows []Window) string {
 			Color: KindColor(w.Kind), Title: w.What})
 	}
 	var lanes []string
-	for _, k := range Kinds {
+	for _, k := range append(slices.Clone(Kinds), NamedKinds...) {
 		for _, w := range windows {
 			if w.Kind == k {
 				lanes = append(lanes, string(k))
