@@ -492,7 +492,7 @@ func runNemesis(t *testing.T, run nemesisRun) {
 		sum.Reproduce += " FAULTS=" + run.spec
 	}
 	if run.stock != 200 {
-		sum.Reproduce = fmt.Sprintf("NEMESIS_STOCK=%d %s", run.stock, sum.Reproduce)
+		sum.Reproduce += fmt.Sprintf(" STOCK=%d", run.stock)
 	}
 	switch {
 	case sum.Build == "" || strings.HasSuffix(sum.Build, "+dirty"):
