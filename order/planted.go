@@ -16,6 +16,9 @@ type plantedLies struct {
 	// unconfirmedNotSold answers a change whose COMMIT went unanswered 503 storage_unavailable,
 	// "nothing was sold", whatever the database says became of it.
 	unconfirmedNotSold bool
+	// switchNoDrain switches the fleet's mode without the barrier, and each replica takes the new
+	// mode at once, its changes under the old one still running (fleet.Config.NoDrain).
+	switchNoDrain bool
 }
 
 // planted is this process's planted lies; zero unless built with zkstock_lies.
@@ -28,6 +31,7 @@ var plantedTag bool
 const (
 	LieSoldOutCache       = "soldout-cache"
 	LieUnconfirmedNotSold = "unconfirmed-not-sold"
+	LieSwitchNoDrain      = "switch-no-drain"
 )
 
 // parseLies reads ZKSTOCK_LIE's value.
@@ -40,8 +44,10 @@ func parseLies(s string) (plantedLies, error) {
 			l.soldOutCache = true
 		case LieUnconfirmedNotSold:
 			l.unconfirmedNotSold = true
+		case LieSwitchNoDrain:
+			l.switchNoDrain = true
 		default:
-			return plantedLies{}, fmt.Errorf("ZKSTOCK_LIE: unknown lie %q (known: %s, %s)", name, LieSoldOutCache, LieUnconfirmedNotSold)
+			return plantedLies{}, fmt.Errorf("ZKSTOCK_LIE: unknown lie %q (known: %s, %s, %s)", name, LieSoldOutCache, LieUnconfirmedNotSold, LieSwitchNoDrain)
 		}
 	}
 	return l, nil

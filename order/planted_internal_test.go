@@ -4,9 +4,9 @@ import "testing"
 
 // ZKSTOCK_LIE names the planted lies; a name it does not know is an error, never ignored.
 func TestParseLies(t *testing.T) {
-	l, err := parseLies(LieSoldOutCache + ", " + LieUnconfirmedNotSold)
-	if err != nil || !l.soldOutCache || !l.unconfirmedNotSold {
-		t.Errorf("both lies: %+v, %v", l, err)
+	l, err := parseLies(LieSoldOutCache + ", " + LieUnconfirmedNotSold + "," + LieSwitchNoDrain)
+	if err != nil || !l.soldOutCache || !l.unconfirmedNotSold || !l.switchNoDrain {
+		t.Errorf("every lie: %+v, %v", l, err)
 	}
 	if l, err := parseLies(""); err != nil || l != (plantedLies{}) {
 		t.Errorf("none: %+v, %v", l, err)
