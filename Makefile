@@ -52,14 +52,15 @@ nemesis: check-go
 ## at a COMMIT; redis so, and Redis restarted) and the lies planted in replicas built with the
 ## zkstock_lies tag (zk+soldout-cache: a 409 from a cached sold-out flag, 15 s, stock 20, replicas
 ## killed; zk+unconfirmed-not-sold: "nothing was sold" for an unconfirmed COMMIT, 20 s, COMMIT
-## replies lost). Fixed seeds (one per mode, in order: each fenced mode's draws a follower cut and
+## replies lost; zk-unfenced+switch-no-drain: switches that skip the barrier, 25 s of switches
+## among the unfenced modes, which mix unsafely). Fixed seeds (one per mode, in order: each fenced mode's draws a follower cut and
 ## a pause at a COMMIT, all 14 kinds between them), about 8 minutes in all, so that the whole CI
 ## stays under 40 minutes on 2 cores (docs/reliability.md has a run's table); a control not
 ## caught fails it
-NEMESIS_CI_MODES ?= zk,zk-batch,redis-fenced,db-cas,db-forupdate,none,zk-unfenced,redis,zk+soldout-cache,zk+unconfirmed-not-sold
-NEMESIS_CI_SEEDS ?= 383,517,165,286,220,1,1,1,1,1
+NEMESIS_CI_MODES ?= zk,zk-batch,redis-fenced,db-cas,db-forupdate,none,zk-unfenced,redis,zk+soldout-cache,zk+unconfirmed-not-sold,zk-unfenced+switch-no-drain
+NEMESIS_CI_SEEDS ?= 383,517,165,286,220,1,1,1,1,1,1
 NEMESIS_CI_DURATION ?= none=15s;zk-unfenced=50s;redis=40s;zk+soldout-cache=15s;zk+unconfirmed-not-sold=20s;*=25s
-NEMESIS_CI_FAULTS ?= zk-unfenced=pause-at-commit;redis=pause-at-commit,redis-restart;zk+soldout-cache=kill;zk+unconfirmed-not-sold=lose-commit-reply;*=
+NEMESIS_CI_FAULTS ?= zk-unfenced=pause-at-commit;redis=pause-at-commit,redis-restart;zk+soldout-cache=kill;zk+unconfirmed-not-sold=lose-commit-reply;zk-unfenced+switch-no-drain=switch-mode;*=
 NEMESIS_CI_STOCK ?= zk+soldout-cache=20;*=200
 test-nemesis: check-go
 	$(SERVERS) run --no-ensemble -- env ZKSTOCK_FAULTS=1 NEMESIS=1 NEMESIS_MODE='$(NEMESIS_CI_MODES)' NEMESIS_SEED='$(NEMESIS_CI_SEEDS)' \
