@@ -39,8 +39,9 @@ type Summary struct {
 	Ops      int `json:"ops"`
 	Unknown  int `json:"unknown"`
 	Resolved int `json:"resolved"`
-	// Refused counts the changes answered "nothing was changed" (out_of_stock included), each
-	// looked up by its key after the run (BrokenPromises: found made); they are not in Ops.
+	// Refused counts the changes answered "nothing was changed", each looked up by its key after
+	// the run (BrokenPromises: found made); those answered out_of_stock are in Ops as well, the
+	// others are not.
 	Refused int `json:"refused"`
 	// Requests counts every request the clients sent or tried to (Ops, the refusals, failed
 	// reads, requests not sent): the points of the timeline.
