@@ -165,7 +165,8 @@ const maxTimelinePoints = 30000
 // gives each class's count.
 func Timeline(title string, pts []TimePoint, bands []Band, lanes []string, classes []Class) template.HTML {
 	const w, laneH, left, right, plotH, bot = 1000, 14, 110, 16, 300, 44
-	top := 34 + len(lanes)*laneH + 8
+	const lanesTop = 42 // under the title and the legend's row
+	top := lanesTop + len(lanes)*laneH + 8
 	h := top + plotH + bot
 	xMax := 1.0
 	yMaxS := 1.0
@@ -188,15 +189,15 @@ func Timeline(title string, pts []TimePoint, bands []Band, lanes []string, class
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 %d %d" width="%d" height="%d" role="img" aria-label="%s" font-family="sans-serif">`,
 		w, h, w, h, html.EscapeString(title))
 	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="#fff"/>`, w, h)
-	fmt.Fprintf(&b, `<text x="%d" y="18" font-size="14" font-weight="bold">%s</text>`, left, html.EscapeString(title))
+	fmt.Fprintf(&b, `<text x="%d" y="18" font-size="12" font-weight="bold">%s</text>`, left, html.EscapeString(title))
 	for i, c := range classes {
-		x := w - right - 120*(len(classes)-i)
-		fmt.Fprintf(&b, `<circle cx="%d" cy="14" r="4" fill="%s"/><text x="%d" y="18" font-size="11" class="legend" data-class="%s" data-count="%d">%s %d</text>`,
+		x := left + 140*i
+		fmt.Fprintf(&b, `<circle cx="%d" cy="30" r="4" fill="%s"/><text x="%d" y="34" font-size="11" class="legend" data-class="%s" data-count="%d">%s %d</text>`,
 			x, c.Color, x+8, html.EscapeString(c.Name), count[c.Name], html.EscapeString(c.Name), count[c.Name])
 	}
 	laneY := map[string]int{}
 	for i, l := range lanes {
-		y := 34 + i*laneH
+		y := lanesTop + i*laneH
 		laneY[l] = y
 		fmt.Fprintf(&b, `<text x="%d" y="%d" font-size="10" text-anchor="end">%s</text>`, left-6, y+10, html.EscapeString(l))
 		fmt.Fprintf(&b, `<line x1="%d" x2="%d" y1="%d" y2="%d" stroke="#eee"/>`, left, w-right, y+laneH-1, y+laneH-1)
