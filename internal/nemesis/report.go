@@ -17,7 +17,7 @@ const (
 	NonLinearizable = "non_linearizable" // a history Porcupine found impossible
 	Undecided       = "undecided"        // a history Porcupine could not decide in time
 	Oversold        = "oversold"         // units sold beyond the initial stock, summed over SKUs
-	LostUpdates     = "lost_updates"     // units sold minus units taken from stock, summed
+	LostUpdates     = "lost_updates"     // units of deductions and of restocks overwritten, each way, summed
 	NeverRecovered  = "never_recovered"  // a replica not ready, or not reading, once every fault was healed
 	WrongAnswers    = "wrong_answers"    // 400s, or successes without the documented fields
 	// BrokenPromises counts the changes answered "nothing was changed" (internal/answers) that
@@ -91,7 +91,10 @@ type Audit struct {
 	Stock        int64  `json:"stock"`
 	UnitsSold    int64  `json:"units_sold"`
 	Oversold     int64  `json:"oversold"`
-	LostUpdates  int64  `json:"lost_updates"`
+	LostUpdates  int64  `json:"lost_updates"` // LostDeductions + LostRestocks (inventory.Audit)
+	// LostDeductions and LostRestocks: the units lost each way, which never cancel out.
+	LostDeductions int64 `json:"lost_deductions"`
+	LostRestocks   int64 `json:"lost_restocks"`
 }
 
 // Judge fills Caught and Passed from the anomalies.
