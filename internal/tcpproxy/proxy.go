@@ -40,16 +40,16 @@ type Proxy struct {
 	// delay holds every chunk back this long (nanoseconds) before it is forwarded, either way:
 	// a slow link, not a cut one (SetDelay).
 	delay atomic.Int64
-	// traffic counts the chunks (requests, pieces of replies) that came to pass, held those of
-	// them that had to wait for a Resume: what a Stall or a delay met (Traffic).
+	// traffic counts the passes of chunks (requests, pieces of replies) through the proxy's gate,
+	// held those that had to wait there for a Resume: what a Stall or a delay met (Traffic).
 	traffic, held atomic.Int64
 	wg            sync.WaitGroup
 }
 
-// Traffic says how many chunks (requests either way, pieces of replies) came to the proxy to pass
-// since it started, and how many of them a Stall held back: a fault on the link took effect only
-// if traffic met it.
-func (p *Proxy) Traffic() (chunks, held int64) { return p.traffic.Load(), p.held.Load() }
+// Traffic counts, since the proxy started, the passes of chunks (requests, pieces of replies)
+// through its gate (a request passes it twice), and those a Stall held back: a fault on the link
+// took effect only if they grew while it was on.
+func (p *Proxy) Traffic() (passes, held int64) { return p.traffic.Load(), p.held.Load() }
 
 // New starts a proxy to a ZooKeeper server; it stops when the test ends.
 func New(t testing.TB, target string) *Proxy { return start(t, target, zooKeeperFrames, false) }
