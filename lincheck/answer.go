@@ -97,8 +97,9 @@ func (r *Recorder) do(ctx context.Context, c int, replica string, in Input, key 
 	op := porcupine.Operation{ClientId: c, Input: in, Call: call, Output: out, Return: ret, Metadata: meta}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if in.Kind != Read && (out.Result == Refused || out.Result == OutOfStock) {
-		// Its promise, nothing was changed, is checked by its key after the history.
+	if in.Kind != Read && (out.Result == Refused || out.Result == OutOfStock) && !strings.HasSuffix(out.Answer, " idempotency_key_reused") {
+		// Its promise, nothing was changed, is checked by its key after the history (but for a
+		// key another request holds, which the look-up would find).
 		r.refusals = append(r.refusals, refusal{op: op, req: req})
 	}
 	switch {
