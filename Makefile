@@ -39,30 +39,38 @@ test-faults: check-go lint
 
 ## nemesis: faults composed at random (faults/nemesis_test.go) under buys, carts, cancels and reads
 ## on three replicas, every history checked by Porcupine, every SKU audited; MODE (a list runs
-## each), SEED (one, or one per mode), DURATION (60s; 30m runs long), FAULTS (kinds, comma-separated;
-## MODE=kinds;MODE=kinds per mode; all when empty). Writes out/nemesis/<mode>-<seed>/: summary.json,
+## each; MODE+LIE plants a lie, a control), SEED (one, or one per mode), DURATION (60s; 30m runs
+## long), FAULTS (kinds, comma-separated; MODE=kinds;MODE=kinds per mode; all when empty), STOCK
+## (200 per SKU; per mode too). Writes out/nemesis/<mode>-<seed>/: summary.json,
 ## timeline.svg, the replicas' logs, and on an anomaly the histories and Porcupine's visualization
 SEED ?= 1
 DURATION ?= 60s
 MODE ?= zk
 FAULTS ?=
+STOCK ?= 200
 NEMESIS_TIMEOUT ?= 4h
 nemesis: check-go
 	$(SERVERS) run --no-ensemble -- env ZKSTOCK_FAULTS=1 NEMESIS=1 NEMESIS_MODE='$(MODE)' NEMESIS_SEED='$(SEED)' NEMESIS_DURATION=$(DURATION) \
-		NEMESIS_FAULTS='$(FAULTS)' $(GO) test -count=1 -timeout $(NEMESIS_TIMEOUT) -run '^TestNemesis$$' -v ./faults
+		NEMESIS_FAULTS='$(FAULTS)' NEMESIS_STOCK='$(STOCK)' $(GO) test -count=1 -timeout $(NEMESIS_TIMEOUT) -run '^TestNemesis$$' -v ./faults
 
 ## test-nemesis: the nemesis as CI runs it: every fenced mode 25 s under every kind of fault, and
-## the negative controls (none; zk-unfenced paused at a COMMIT; redis so, and Redis restarted),
-## fixed seeds (one per mode, in order: each fenced mode's draws a follower cut and a pause at a
-## COMMIT, all 14 kinds between them), about 6 minutes in all, so that the whole CI stays under 30
-## minutes on 2 cores (docs/reliability.md has a run's table); a control not caught fails it
-NEMESIS_CI_MODES ?= zk,zk-batch,redis-fenced,db-cas,db-forupdate,none,zk-unfenced,redis
-NEMESIS_CI_SEEDS ?= 383,517,165,286,220,1,1,1
-NEMESIS_CI_DURATION ?= none=15s;zk-unfenced=50s;redis=40s;*=25s
-NEMESIS_CI_FAULTS ?= zk-unfenced=pause-at-commit;redis=pause-at-commit,redis-restart;*=
+## the negative controls, each of which must be caught: the unsafe modes (none; zk-unfenced paused
+## at a COMMIT; redis so, and Redis restarted) and the lies planted in replicas built with the
+## zkstock_lies tag (zk+soldout-cache: a 409 from a cached sold-out flag, 15 s, stock 20, replicas
+## killed; zk+unconfirmed-not-sold: "nothing was sold" for an unconfirmed COMMIT, 20 s, COMMIT
+## replies lost; zk-unfenced+switch-no-drain: switches that skip the barrier, 25 s of switches
+## among the unfenced modes, which mix unsafely). Fixed seeds (one per mode, in order: each fenced mode's draws a follower cut and
+## a pause at a COMMIT, all 14 kinds between them), about 9 minutes in all on 2 shared cores (the
+## whole CI's budget is 40 minutes; docs/reliability.md has a run's table); a control not caught
+## fails it
+NEMESIS_CI_MODES ?= zk,zk-batch,redis-fenced,db-cas,db-forupdate,none,zk-unfenced,redis,zk+soldout-cache,zk+unconfirmed-not-sold,zk-unfenced+switch-no-drain
+NEMESIS_CI_SEEDS ?= 383,517,165,286,220,1,1,1,1,1,1
+NEMESIS_CI_DURATION ?= none=15s;zk-unfenced=50s;redis=40s;zk+soldout-cache=15s;zk+unconfirmed-not-sold=20s;*=25s
+NEMESIS_CI_FAULTS ?= zk-unfenced=pause-at-commit;redis=pause-at-commit,redis-restart;zk+soldout-cache=kill;zk+unconfirmed-not-sold=lose-commit-reply;zk-unfenced+switch-no-drain=switch-mode;*=
+NEMESIS_CI_STOCK ?= zk+soldout-cache=20;*=200
 test-nemesis: check-go
 	$(SERVERS) run --no-ensemble -- env ZKSTOCK_FAULTS=1 NEMESIS=1 NEMESIS_MODE='$(NEMESIS_CI_MODES)' NEMESIS_SEED='$(NEMESIS_CI_SEEDS)' \
-		NEMESIS_DURATION='$(NEMESIS_CI_DURATION)' NEMESIS_FAULTS='$(NEMESIS_CI_FAULTS)' \
+		NEMESIS_DURATION='$(NEMESIS_CI_DURATION)' NEMESIS_FAULTS='$(NEMESIS_CI_FAULTS)' NEMESIS_STOCK='$(NEMESIS_CI_STOCK)' \
 		$(GO) test -count=1 -timeout 30m -run '^TestNemesis$$' -v ./faults
 
 ## lint: gofmt and go vet, of the root module and of dlock's (whose go.mod must hold exactly what

@@ -28,6 +28,9 @@ import (
 
 var orderdBin string
 
+// orderdLiesBin is orderd built with the zkstock_lies tag, for the nemesis's planted lies.
+var orderdLiesBin string
+
 func TestMain(m *testing.M) {
 	if os.Getenv("ZKSTOCK_FAULTS") != "1" {
 		fmt.Fprintln(os.Stderr, "skipping fault scenarios: run `make test-faults`")
@@ -44,6 +47,14 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "build orderd: %v\n%s", err, out)
 		os.Exit(1)
 	}
+	if os.Getenv("NEMESIS") == "1" && strings.Contains(os.Getenv("NEMESIS_MODE"), "+") {
+		// The nemesis's planted lies: a build of their own, which no other test runs.
+		orderdLiesBin = filepath.Join(dir, "orderd-lies")
+		if out, err := exec.Command("go", "build", "-tags", "zkstock_lies", "-o", orderdLiesBin, "../cmd/orderd").CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "build orderd with planted lies: %v\n%s", err, out)
+			os.Exit(1)
+		}
+	}
 	if os.Getenv("NEMESIS") == "1" {
 		// The nemesis starts ensembles of its own (make nemesis: servers.sh run --no-ensemble).
 		testenv.Require("MYSQL_DSN", "MYSQL_DIR", "REDIS_ADDR", "REDIS_DIR")
@@ -59,6 +70,7 @@ func TestMain(m *testing.M) {
 // replica is one orderd process.
 type replica struct {
 	name, addr, url string
+	bin             string // the orderd binary; orderdBin when empty
 	env             []string
 	cmd             *exec.Cmd
 	log             *os.File
@@ -123,7 +135,11 @@ func (r *replica) start(extra ...string) {
 		r.t.Fatal(err)
 	}
 	r.log = f
-	r.cmd = exec.Command(orderdBin)
+	bin := orderdBin
+	if r.bin != "" {
+		bin = r.bin
+	}
+	r.cmd = exec.Command(bin)
 	r.cmd.Env = append(append(os.Environ(), r.env...), extra...)
 	r.cmd.Stdout, r.cmd.Stderr = f, f
 	if err := r.cmd.Start(); err != nil {

@@ -91,6 +91,9 @@ func judgeHistory(t *testing.T, mode string, h *lincheck.History) {
 		t.Errorf("linearizability history: %d requests answered 400 and %d answers without the documented fields:\n%s",
 			st.BadRequests, st.BadAnswers, strings.Join(st.Problems, "\n"))
 	}
+	for _, b := range h.Broken {
+		t.Errorf("a broken promise in %s: %s", mode, b)
+	}
 	if v.Outcome == porcupine.Ok {
 		return
 	}

@@ -42,6 +42,11 @@ import (
 //	NEMESIS_LOG_LEVEL the replicas' LOG_LEVEL (warn; info logs every purchase)
 //	NEMESIS_EPOCH     how long one history lasts (2m): a long run records one per epoch, each on
 //	                  SKUs of its own, so that each stays fast to check
+//	NEMESIS_STOCK     each SKU's stock at the start of its history (200); per mode as above: a
+//	                  small stock sells out, and cancellations restock it, within a short run
+//
+// A mode may carry a lie planted in the replicas (zk+unconfirmed-not-sold: internal/nemesis
+// SplitLie, order's planted.go), which makes it a negative control.
 //
 // A run in a safe mode passes with no anomaly; a run in an unsafe mode (a negative control:
 // none, zk-unfenced, redis, db-locktable) passes only if it caught the mode (a history not
@@ -94,7 +99,12 @@ func TestNemesis(t *testing.T) {
 					recap.add(name, "stopped early; its log says why")
 				}
 			}()
-			runNemesis(t, nemesisRun{mode: mode, seed: seed, duration: dur, kinds: kinds, spec: spec, recap: recap, name: name})
+			lockMode, lie := nemesis.SplitLie(mode)
+			stock, err := strconv.ParseInt(nemesis.PerMode(mode, envOr("NEMESIS_STOCK", "200")), 10, 64)
+			if err != nil || stock < 1 {
+				t.Fatalf("NEMESIS_STOCK for %s: %q", mode, nemesis.PerMode(mode, envOr("NEMESIS_STOCK", "200")))
+			}
+			runNemesis(t, nemesisRun{mode: lockMode, lie: lie, seed: seed, duration: dur, kinds: kinds, spec: spec, stock: stock, recap: recap, name: name})
 		})
 	}
 }
@@ -107,7 +117,9 @@ func envOr(k, def string) string {
 }
 
 type nemesisRun struct {
-	mode     string
+	mode     string // the lock mode
+	lie      string // the lie planted in the replicas (order's ZKSTOCK_LIE), if any
+	stock    int64  // each SKU's stock at the start of its history
 	seed     uint64
 	duration time.Duration
 	kinds    []nemesis.Kind
@@ -171,12 +183,21 @@ type fleetUnderFire struct {
 	switchOn bool
 	skipped  map[nemesis.Kind]int
 	done     map[nemesis.Kind]int
+	effect   map[nemesis.Kind]int // of done, those that took effect (tookEffect)
 	notes    []string
+}
+
+// label is the run's mode as NEMESIS_MODE names it: the lock mode, and "+lie" when one is planted.
+func (r nemesisRun) label() string {
+	if r.lie == "" {
+		return r.mode
+	}
+	return r.mode + "+" + r.lie
 }
 
 func runNemesis(t *testing.T, run nemesisRun) {
 	wallStart := time.Now()
-	outDir := filepath.Join(envOr("NEMESIS_OUT", filepath.Join("..", "out", "nemesis")), fmt.Sprintf("%s-%d", run.mode, run.seed))
+	outDir := filepath.Join(envOr("NEMESIS_OUT", filepath.Join("..", "out", "nemesis")), fmt.Sprintf("%s-%d", run.label(), run.seed))
 	if err := os.RemoveAll(outDir); err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +211,7 @@ func runNemesis(t *testing.T, run nemesisRun) {
 	// a follower can be cut off from its leader: which peer leads, and which election links went
 	// direct, are then the run's own, and a seed replays on a fresh one.
 	f := &fleetUnderFire{t: t, run: run, dsn: testenv.MySQLDatabase(t), ens: testenv.StartProxiedEnsemble(t, nemesisEnsemble),
-		skipped: map[nemesis.Kind]int{}, done: map[nemesis.Kind]int{}}
+		skipped: map[nemesis.Kind]int{}, done: map[nemesis.Kind]int{}, effect: map[nemesis.Kind]int{}}
 	redisAddr := testenv.RedisAddr(t)
 	settings := []string{"LOCK_MODE=" + run.mode, "ZK_SESSION_TIMEOUT=" + nemesisSession.String(), "WORK_DELAY=20ms",
 		"LOCK_TIMEOUT=5s", "REDIS_LOCK_TTL=3s", "LOG_LEVEL=" + envOr("NEMESIS_LOG_LEVEL", "warn")}
@@ -206,6 +227,10 @@ func runNemesis(t *testing.T, run nemesisRun) {
 		var dsn string
 		l.db, dsn = tcpproxy.ProxiedDSN(t, f.dsn, nil)
 		r := newReplica(t, fmt.Sprintf("order%d", i+1), dsn, zkAddrs, append(settings, "REDIS_ADDR="+l.redis.Addr())...)
+		if run.lie != "" {
+			r.bin = orderdLiesBin
+			r.env = append(r.env, "ZKSTOCK_LIE="+run.lie)
+		}
 		r.start()
 		f.rs, f.links = append(f.rs, r), append(f.links, l)
 	}
@@ -217,16 +242,8 @@ func runNemesis(t *testing.T, run nemesisRun) {
 	var obsMu sync.Mutex
 	var ops []nemesis.Op
 	observe := func(o lincheck.Observation) {
-		class := "refused"
-		switch {
-		case strings.HasPrefix(o.Answer, "2"):
-			class = "ok"
-		case o.Answer == "cut" || strings.Contains(o.Answer, "outcome_unknown") || strings.HasPrefix(o.Answer, "5") && !strings.Contains(o.Answer, " "):
-			// no answer, or one that does not say what became of the operation
-			class = "unknown"
-		}
 		obsMu.Lock()
-		ops = append(ops, nemesis.Op{Start: o.Start, End: o.End, Class: class, What: fmt.Sprintf("%s %s (%s)", o.Kind, o.Answer, o.Key)})
+		ops = append(ops, nemesis.Op{Start: o.Start, End: o.End, Class: nemesis.PointClass(o), What: fmt.Sprintf("%s %s (%s)", o.Kind, o.Answer, o.Key)})
 		obsMu.Unlock()
 	}
 	var urls []string
@@ -247,7 +264,7 @@ func runNemesis(t *testing.T, run nemesisRun) {
 				// Reset through the next replica each time: one may be down.
 				order := append(slices.Clone(urls[attempt%len(urls):]), urls[:attempt%len(urls)]...)
 				rec, err := lincheck.Start(context.Background(), lincheck.Config{Replicas: order, AdminToken: "faults",
-					SKUs: pair, Stock: 200, MaxQty: 2, Clients: nemesisClients, Pause: 20 * time.Millisecond, MaxOps: 1 << 30,
+					SKUs: pair, Stock: run.stock, MaxQty: 2, Clients: nemesisClients, Pause: 20 * time.Millisecond, MaxOps: 1 << 30,
 					RequestTimeout: 30 * time.Second, Seed: run.seed<<8 | uint64(e)<<4 | uint64(p), ResolveByKey: true, Observe: observe})
 				if err == nil {
 					recMu.Lock()
@@ -379,8 +396,8 @@ func runNemesis(t *testing.T, run nemesisRun) {
 	}
 
 	// Every replica must come back on its own: ready, and reading every SKU.
-	sum := nemesis.Summary{Seed: run.seed, Mode: run.mode, DurationS: run.duration.Seconds(), Faults: f.done, Skipped: f.skipped,
-		Anomalies: map[string]int{}, Control: nemesis.IsControl(run.mode), Answers: map[string]int{}, Schedule: schedule}
+	sum := nemesis.Summary{Seed: run.seed, Mode: run.label(), DurationS: run.duration.Seconds(), Faults: f.done, TookEffect: f.effect, Skipped: f.skipped,
+		Anomalies: map[string]int{}, Control: nemesis.IsControl(run.label()), Answers: map[string]int{}, Schedule: schedule}
 	for _, k := range nemesis.Anomalies {
 		sum.Anomalies[k] = 0
 	}
@@ -417,7 +434,19 @@ func runNemesis(t *testing.T, run nemesisRun) {
 		sum.Ops += st.Ops
 		sum.Unknown += st.Unknown
 		sum.Resolved += st.FoundDone + st.FoundNotDone
+		sum.Refused += st.Refused
 		sum.Anomalies[nemesis.WrongAnswers] += st.BadRequests + st.BadAnswers
+		sum.Anomalies[nemesis.BrokenPromises] += st.BrokenPromises
+		for i, b := range h.Broken {
+			if i == 5 {
+				f.note("history %d: %d more broken promises", p+1, len(h.Broken)-i)
+				break
+			}
+			f.note("history %d: a broken promise: %s", p+1, b)
+		}
+		if st.RefusalsUnchecked > 0 {
+			f.note("history %d: %d of %d refusals could not be looked up", p+1, st.RefusalsUnchecked, st.Refused)
+		}
 		if st.BadRequests+st.BadAnswers > 0 {
 			f.note("history %d: %d requests answered 400, %d answers without the documented fields: %s", p+1, st.BadRequests, st.BadAnswers, strings.Join(st.Problems, " | "))
 		}
@@ -428,7 +457,9 @@ func runNemesis(t *testing.T, run nemesisRun) {
 		sum.Histories = append(sum.Histories, nemesis.HistoryRun{SKUs: h.SKUs, Ops: st.Ops, Unknown: st.Unknown, Outcome: outcomeName(v.Outcome), CheckTime: v.CheckTime.Seconds()})
 		switch v.Outcome {
 		case porcupine.Ok:
-			continue
+			if len(h.Broken) == 0 {
+				continue
+			}
 		case porcupine.Illegal:
 			sum.Anomalies[nemesis.NonLinearizable]++
 		default:
@@ -451,14 +482,17 @@ func runNemesis(t *testing.T, run nemesisRun) {
 		}
 		sum.Audits = append(sum.Audits, a)
 		sum.Anomalies[nemesis.Oversold] += int(a.Oversold)
-		sum.Anomalies[nemesis.LostUpdates] += int(max(a.LostUpdates, -a.LostUpdates)) // either way, the stock is not what was sold
+		sum.Anomalies[nemesis.LostUpdates] += int(a.LostUpdates) // both ways, summed (inventory.Audit)
 	}
 	sum.Linearizable = sum.Anomalies[nemesis.NonLinearizable]+sum.Anomalies[nemesis.Undecided] == 0
 	sum.WallS = time.Since(wallStart).Seconds()
 	sum.Build = buildCommit()
-	sum.Reproduce = fmt.Sprintf("make nemesis MODE=%s SEED=%d DURATION=%s", run.mode, run.seed, run.duration)
+	sum.Reproduce = fmt.Sprintf("make nemesis MODE=%s SEED=%d DURATION=%s", run.label(), run.seed, run.duration)
 	if run.spec != "" {
 		sum.Reproduce += " FAULTS=" + run.spec
+	}
+	if run.stock != 200 {
+		sum.Reproduce += fmt.Sprintf(" STOCK=%d", run.stock)
 	}
 	switch {
 	case sum.Build == "" || strings.HasSuffix(sum.Build, "+dirty"):
@@ -470,7 +504,8 @@ func runNemesis(t *testing.T, run nemesisRun) {
 	sum.Judge()
 
 	obsMu.Lock()
-	svg := nemesis.Timeline(fmt.Sprintf("nemesis: %s, seed %d, %d operations, %d faults", run.mode, run.seed, len(ops), len(f.windows)), t0, ops, f.windows)
+	sum.Requests = len(ops)
+	svg := nemesis.Timeline(&sum, t0, ops, f.windows)
 	obsMu.Unlock()
 	if err := os.WriteFile(filepath.Join(outDir, "timeline.svg"), []byte(svg), 0o644); err != nil {
 		f.fail("%v", err)
@@ -479,13 +514,13 @@ func runNemesis(t *testing.T, run nemesisRun) {
 		f.fail("%v", err)
 	}
 	abs, _ := filepath.Abs(outDir)
-	t.Logf("%s seed %d: %d ops (%d unknown), faults %v, anomalies %v, linearizable %v; %s",
-		run.mode, run.seed, sum.Ops, sum.Unknown, sum.Faults, sum.Anomalies, sum.Linearizable, abs)
+	t.Logf("%s seed %d: %d ops (%d unknown, %d refused), faults %v, took effect %v, anomalies %v, linearizable %v, wall %.0fs; %s",
+		run.label(), run.seed, sum.Ops, sum.Unknown, sum.Refused, sum.Faults, sum.TookEffect, sum.Anomalies, sum.Linearizable, sum.WallS, abs)
 	switch {
 	case sum.Control && !sum.Caught:
-		f.fail("the negative control %s was not caught (seed %d): the nemesis proves nothing with this schedule; %s", run.mode, run.seed, abs)
+		f.fail("the negative control %s was not caught (seed %d): the nemesis proves nothing with this schedule; %s", run.label(), run.seed, abs)
 	case !sum.Passed:
-		f.fail("%s seed %d: anomalies %v; reproduce with %s; the histories and their visualizations in %s", run.mode, run.seed, sum.Anomalies, sum.Reproduce, abs)
+		f.fail("%s seed %d: anomalies %v; reproduce with %s; the histories and their visualizations in %s", run.label(), run.seed, sum.Anomalies, sum.Reproduce, abs)
 	}
 }
 
@@ -533,6 +568,15 @@ func (f *fleetUnderFire) note(format string, args ...any) {
 	f.t.Logf(format, args...)
 }
 
+// tookEffect counts a fault that took effect: it met what it was for (a COMMIT paused, traffic
+// cut or slowed, a follower out of the quorum, a switch made), or, for a process killed, stopped
+// or restarted, it was made.
+func (f *fleetUnderFire) tookEffect(k nemesis.Kind) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.effect[k]++
+}
+
 func (f *fleetUnderFire) window(k nemesis.Kind, from, to time.Time, what string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -559,15 +603,33 @@ func (f *fleetUnderFire) inject(fault nemesis.Fault) (what string, heal func()) 
 		f.note("%s skipped: %s", fault, why)
 		return "", nil
 	}
+	// held is how many chunks a stall of ps has held back so far, and moved how many passed.
+	traffic := func(ps []*tcpproxy.Proxy) (moved, held int64) {
+		for _, p := range ps {
+			m, h := p.Traffic()
+			moved, held = moved+m, held+h
+		}
+		return moved, held
+	}
+	// stall cuts the links ps; it took effect if it held back any traffic.
 	stall := func(ps ...*tcpproxy.Proxy) func() {
+		_, before := traffic(ps)
 		for _, p := range ps {
 			p.Stall()
 		}
 		return func() {
+			if _, after := traffic(ps); after > before {
+				f.tookEffect(fault.Kind)
+			}
 			for _, p := range ps {
 				p.Resume()
 			}
 		}
+	}
+	// immediate faults (a process killed, stopped or restarted) take effect as they are made.
+	immediate := func(what string, heal func()) (string, func()) {
+		f.tookEffect(fault.Kind)
+		return what, heal
 	}
 	defer func() {
 		if heal != nil {
@@ -577,10 +639,10 @@ func (f *fleetUnderFire) inject(fault nemesis.Fault) (what string, heal func()) 
 	switch fault.Kind {
 	case nemesis.Kill:
 		r.kill9()
-		return fmt.Sprintf("kill -9 %s, started again after %.1fs", r.name, fault.Hold.Seconds()), func() { r.start() }
+		return immediate(fmt.Sprintf("kill -9 %s, started again after %.1fs", r.name, fault.Hold.Seconds()), func() { r.start() })
 	case nemesis.Pause:
 		r.signal(syscall.SIGSTOP)
-		return fmt.Sprintf("SIGSTOP %s for %.1fs (session %v)", r.name, fault.Hold.Seconds(), nemesisSession), func() { r.signal(syscall.SIGCONT) }
+		return immediate(fmt.Sprintf("SIGSTOP %s for %.1fs (session %v)", r.name, fault.Hold.Seconds(), nemesisSession), func() { r.signal(syscall.SIGCONT) })
 	case nemesis.PauseAtCommit:
 		armed := time.Now()
 		fired := l.db.StallAtQuery(func(q string) bool { return strings.EqualFold(q, "COMMIT") })
@@ -604,10 +666,30 @@ func (f *fleetUnderFire) inject(fault nemesis.Fault) (what string, heal func()) 
 			// A COMMIT that came late still gets its whole pause, or it proves nothing.
 			if !pausedAt.IsZero() {
 				time.Sleep(time.Until(pausedAt.Add(fault.Hold)))
+				f.tookEffect(fault.Kind)
 			}
 			_ = proc.Signal(syscall.SIGCONT)
 			l.db.Disarm()
 			l.db.Resume()
+		}
+	case nemesis.LoseCommitReply:
+		fired := make(chan struct{})
+		var once sync.Once
+		l.db.CutAfterQuery(func(q string) bool {
+			if !strings.EqualFold(q, "COMMIT") {
+				return false
+			}
+			once.Do(func() { close(fired) })
+			return true
+		}, false)
+		return fmt.Sprintf("%s's next COMMIT applied and its reply lost, armed for %.1fs", r.name, fault.Hold.Seconds()), func() {
+			l.db.Disarm()
+			select {
+			case <-fired:
+				f.tookEffect(fault.Kind)
+			default:
+				f.note("%s sent no COMMIT in the window: no reply lost", r.name)
+			}
 		}
 	case nemesis.CutZK:
 		return fmt.Sprintf("%s cut off from ZooKeeper for %.1fs", r.name, fault.Hold.Seconds()), stall(l.zk...)
@@ -618,10 +700,14 @@ func (f *fleetUnderFire) inject(fault nemesis.Fault) (what string, heal func()) 
 	case nemesis.Isolate:
 		return fmt.Sprintf("%s cut off from everything for %.1fs", r.name, fault.Hold.Seconds()), stall(l.all()...)
 	case nemesis.Slow:
+		before, _ := traffic(l.all())
 		for _, p := range l.all() {
 			p.SetDelay(fault.Delay)
 		}
 		return fmt.Sprintf("%s's links slowed by %v each way for %.1fs", r.name, fault.Delay, fault.Hold.Seconds()), func() {
+			if after, _ := traffic(l.all()); after > before {
+				f.tookEffect(fault.Kind) // traffic went through the slow links
+			}
 			for _, p := range l.all() {
 				p.SetDelay(0)
 			}
@@ -638,7 +724,7 @@ func (f *fleetUnderFire) inject(fault nemesis.Fault) (what string, heal func()) 
 		if err := syscall.Kill(pidOf(t, dir), syscall.SIGKILL); err != nil {
 			return skip(err.Error())
 		}
-		return fmt.Sprintf("ZooKeeper leader (peer %d) killed, started again after %.1fs", leader+1, fault.Hold.Seconds()), func() { testenv.ServersScript(t, "start-server", dir) }
+		return immediate(fmt.Sprintf("ZooKeeper leader (peer %d) killed, started again after %.1fs", leader+1, fault.Hold.Seconds()), func() { testenv.ServersScript(t, "start-server", dir) })
 	case nemesis.FollowerCut:
 		if !f.ens.Whole() {
 			return skip("the ensemble is not whole")
@@ -661,7 +747,11 @@ func (f *fleetUnderFire) inject(fault nemesis.Fault) (what string, heal func()) 
 			// did not cut. The time is the cut's own: the run's end heals what is still on,
 			// however long it was meant to hold (CI's seed 383 cut a follower 3 s before its end).
 			cut := time.Since(cutAt)
-			if mode := testenv.ZKMode(f.ens.Addrs[peer]); cut > followerTimeout+time.Second && mode == "follower" {
+			mode := testenv.ZKMode(f.ens.Addrs[peer])
+			switch {
+			case mode != "follower":
+				f.tookEffect(fault.Kind) // it left the quorum
+			case cut > followerTimeout+time.Second:
 				f.note("peer %d still a follower %.1fs into its cut (syncLimit × tickTime %v): the cut did not cut", peer+1, cut.Seconds(), followerTimeout)
 				f.fail("peer %d still a follower %.1fs into its cut from the leader: the nemesis's cut does not cut", peer+1, cut.Seconds())
 			}
@@ -670,7 +760,7 @@ func (f *fleetUnderFire) inject(fault nemesis.Fault) (what string, heal func()) 
 	case nemesis.DBRestart:
 		dir := os.Getenv("MYSQL_DIR")
 		testenv.ServersScript(t, "stop-server", dir)
-		return fmt.Sprintf("MariaDB stopped for %.1fs", fault.Hold.Seconds()), func() { testenv.ServersScript(t, "start-server", dir) }
+		return immediate(fmt.Sprintf("MariaDB stopped for %.1fs", fault.Hold.Seconds()), func() { testenv.ServersScript(t, "start-server", dir) })
 	case nemesis.BlockCommits:
 		cfg, err := mysql.ParseDSN(f.dsn)
 		if err != nil {
@@ -693,7 +783,27 @@ func (f *fleetUnderFire) inject(fault nemesis.Fault) (what string, heal func()) 
 			db.Close()
 			return skip(fmt.Sprintf("BACKUP STAGE: %v", err))
 		}
+		// It took effect if a COMMIT waited behind it: the server shows one waiting for the lock.
+		stop, stopped := make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(stopped)
+			for {
+				var waiting int
+				err := db.QueryRow("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE STATE LIKE 'Waiting for backup lock%'").Scan(&waiting)
+				if err == nil && waiting > 0 {
+					f.tookEffect(fault.Kind)
+					return
+				}
+				select {
+				case <-stop:
+					return
+				case <-time.After(100 * time.Millisecond):
+				}
+			}
+		}()
 		return fmt.Sprintf("commits blocked (BACKUP STAGE BLOCK_COMMIT) for %.1fs", fault.Hold.Seconds()), func() {
+			close(stop)
+			<-stopped
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			if _, err := conn.ExecContext(ctx, "BACKUP STAGE END"); err != nil {
@@ -705,7 +815,7 @@ func (f *fleetUnderFire) inject(fault nemesis.Fault) (what string, heal func()) 
 	case nemesis.RedisRestart:
 		dir := os.Getenv("REDIS_DIR")
 		testenv.ServersScript(t, "stop-server", dir)
-		return fmt.Sprintf("Redis stopped for %.1fs (restarted empty)", fault.Hold.Seconds()), func() { testenv.ServersScript(t, "start-server", dir) }
+		return immediate(fmt.Sprintf("Redis stopped for %.1fs (restarted empty)", fault.Hold.Seconds()), func() { testenv.ServersScript(t, "start-server", dir) })
 	case nemesis.Switch:
 		f.mu.Lock()
 		busy := f.switchOn
@@ -721,6 +831,9 @@ func (f *fleetUnderFire) inject(fault nemesis.Fault) (what string, heal func()) 
 			st, m := call("PUT", r.url+"/admin/lock-mode", fmt.Sprintf(`{"mode":%q}`, fault.Mode), "Authorization", "Bearer faults")
 			code, _ := m["code"].(string)
 			f.window(nemesis.Switch, start, time.Now(), fmt.Sprintf("switch to %s through %s: %d %s", fault.Mode, r.name, st, code))
+			if st == http.StatusOK {
+				f.tookEffect(nemesis.Switch) // the fleet switched
+			}
 			f.mu.Lock()
 			f.switchOn = false
 			f.mu.Unlock()

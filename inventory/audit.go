@@ -19,13 +19,18 @@ type Audit struct {
 	UnitsSold int64 `json:"units_sold"`
 	// Oversold is units sold (and not returned) beyond the initial stock.
 	Oversold int64 `json:"oversold"`
-	// LostUpdates is how many units the stock is off from what the orders say it must be,
-	// InitialStock - UnitsSold: deductions (stock too high) or restocks (stock too low) that a
-	// concurrent read-modify-write overwrote.
+	// LostUpdates is LostDeductions + LostRestocks, so that a lost deduction and a lost restock
+	// cannot cancel out; and never less than how far the stock is from what the orders say it
+	// must be, InitialStock - UnitsSold.
 	LostUpdates int64 `json:"lost_updates"`
 	// Cancelled and UnitsRestocked count the cancelled orders and the units they returned.
 	Cancelled      int64 `json:"cancelled"`
 	UnitsRestocked int64 `json:"units_restocked"`
+	// LostDeductions and LostRestocks are the units of deductions (the stock left too high) and
+	// of restocks (too low) that a concurrent read-modify-write overwrote, each counted as the
+	// write was made.
+	LostDeductions int64 `json:"lost_deductions"`
+	LostRestocks   int64 `json:"lost_restocks"`
 }
 
 // Audit reads a SKU's stock and orders in one consistent snapshot.
@@ -36,7 +41,7 @@ func (s *Store) Audit(ctx context.Context, sku string) (Audit, error) {
 		if err := tx.Where("sku = ?", sku).Take(&p).Error; err != nil {
 			return err
 		}
-		a.InitialStock, a.Stock = p.InitialStock, p.Stock
+		a.InitialStock, a.Stock, a.LostDeductions, a.LostRestocks = p.InitialStock, p.Stock, p.LostHigh, p.LostLow
 		return tx.Raw(`SELECT COALESCE(SUM(cancelled_at IS NULL), 0), COALESCE(SUM(CASE WHEN cancelled_at IS NULL THEN qty END), 0),
 			COALESCE(SUM(cancelled_at IS NOT NULL), 0), COALESCE(SUM(CASE WHEN cancelled_at IS NOT NULL THEN qty END), 0)
 			FROM orders WHERE sku = ?`, sku).Row().Scan(&a.Orders, &a.UnitsSold, &a.Cancelled, &a.UnitsRestocked)
@@ -48,9 +53,7 @@ func (s *Store) Audit(ctx context.Context, sku string) (Audit, error) {
 		return Audit{}, fmt.Errorf("inventory: audit %s: %w", sku, err)
 	}
 	a.Oversold = max(0, a.UnitsSold-a.InitialStock)
-	a.LostUpdates = a.Stock - (a.InitialStock - a.UnitsSold)
-	if a.LostUpdates < 0 {
-		a.LostUpdates = -a.LostUpdates
-	}
+	off := a.Stock - (a.InitialStock - a.UnitsSold)
+	a.LostUpdates = max(a.LostDeductions+a.LostRestocks, off, -off)
 	return a, nil
 }

@@ -145,7 +145,7 @@ func deductBatch(tx *gorm.DB, sku string, fence Fence, items []BatchItem, lastWo
 		for i, j := range answers {
 			items[i].Result.Order = orders[j]
 		}
-		if err := writeStock(tx, sku, stock); err != nil {
+		if err := writeStock(tx, sku, stock, before-stock); err != nil {
 			return err
 		}
 	}

@@ -9,14 +9,18 @@ import "time"
 // is ZooKeeper's), the issuer of the latest fenced write and the epoch, which counts the changes of
 // that issuer (see Issuer).
 type Product struct {
-	SKU             string    `gorm:"column:sku;primaryKey;size:64" json:"sku"`
-	Stock           int64     `gorm:"column:stock;not null" json:"stock"`
-	InitialStock    int64     `gorm:"column:initial_stock;not null" json:"initial_stock"`
-	FenceToken      int64     `gorm:"column:fence_token;not null;default:0" json:"fence_token"`
-	RedisFenceToken int64     `gorm:"column:redis_fence_token;not null;default:0" json:"redis_fence_token"`
-	FenceIssuer     string    `gorm:"column:fence_issuer;size:16;not null;default:''" json:"fence_issuer"`
-	FenceEpoch      int64     `gorm:"column:fence_epoch;not null;default:0" json:"fence_epoch"`
-	UpdatedAt       time.Time `gorm:"column:updated_at" json:"updated_at"`
+	SKU             string `gorm:"column:sku;primaryKey;size:64" json:"sku"`
+	Stock           int64  `gorm:"column:stock;not null" json:"stock"`
+	InitialStock    int64  `gorm:"column:initial_stock;not null" json:"initial_stock"`
+	FenceToken      int64  `gorm:"column:fence_token;not null;default:0" json:"fence_token"`
+	RedisFenceToken int64  `gorm:"column:redis_fence_token;not null;default:0" json:"redis_fence_token"`
+	FenceIssuer     string `gorm:"column:fence_issuer;size:16;not null;default:''" json:"fence_issuer"`
+	FenceEpoch      int64  `gorm:"column:fence_epoch;not null;default:0" json:"fence_epoch"`
+	// LostHigh and LostLow count the units the stock's writes overwrote, upward (deductions
+	// lost) and downward (restocks lost): writeStockStatement.
+	LostHigh  int64     `gorm:"column:lost_high;not null;default:0" json:"-"`
+	LostLow   int64     `gorm:"column:lost_low;not null;default:0" json:"-"`
+	UpdatedAt time.Time `gorm:"column:updated_at" json:"updated_at"`
 }
 
 // Order is one accepted purchase. RequestID is the idempotency key; NULL when the client sent none,

@@ -151,7 +151,7 @@ func (c *saleConn) claimAndRead(ctx context.Context, sku string, sl sale, mode M
 // order's id (the last statement's).
 func (c *saleConn) writeAndRecord(ctx context.Context, sku string, stock int64, o *Order) (int64, error) {
 	c.unsure = true
-	r, err := c.conn.ExecContext(ctx, writeStockStatement+"; "+insertOrder, append(writeStockArgs(sku, stock), insertOrderArgs(o)...)...)
+	r, err := c.conn.ExecContext(ctx, writeStockStatement+"; "+insertOrder, append(writeStockArgs(sku, stock, o.Qty), insertOrderArgs(o)...)...)
 	c.answered(err)
 	if err != nil {
 		return 0, err

@@ -102,17 +102,27 @@ const stockAndKeyColumns = "p.stock, o.id IS NOT NULL FROM products p LEFT JOIN 
 // readsPlainly says whether mode reads the stock with a plain read before it writes it.
 func readsPlainly(mode Mode) bool { return mode == Fenced || mode == Unfenced || mode == Unsafe }
 
-// writeStock writes a stock value computed from a read: the read-modify-write of every mode but CAS.
-func writeStock(tx *gorm.DB, sku string, stock int64) error {
-	if err := tx.Exec(writeStockStatement, writeStockArgs(sku, stock)...).Error; err != nil {
+// writeStock writes a stock value computed from a read, the change having taken take units (or,
+// negative, returned them): the read-modify-write of every mode but CAS.
+func writeStock(tx *gorm.DB, sku string, stock, take int64) error {
+	if err := tx.Exec(writeStockStatement, writeStockArgs(sku, stock, take)...).Error; err != nil {
 		return fmt.Errorf("write stock of %s: %w", sku, err)
 	}
 	return nil
 }
 
-const writeStockStatement = "UPDATE products SET stock = ?, updated_at = ? WHERE sku = ?"
+// writeStockStatement writes the stock, and counts what the write overwrote: the stock it
+// replaces less take is what the write should leave; a higher value is units of changes lost
+// upward (lost_high: deductions overwritten), a lower one units lost downward (lost_low:
+// restocks overwritten), so that the two never cancel out in the audit. The stock is assigned
+// last, so that the counts read the stock replaced whether the server assigns left to right or
+// all at once.
+const writeStockStatement = "UPDATE products SET lost_high = lost_high + GREATEST(0, ? - (stock - ?)), " +
+	"lost_low = lost_low + GREATEST(0, (stock - ?) - ?), stock = ?, updated_at = ? WHERE sku = ?"
 
-func writeStockArgs(sku string, stock int64) []any { return []any{stock, time.Now().UTC(), sku} }
+func writeStockArgs(sku string, stock, take int64) []any {
+	return []any{stock, take, take, stock, stock, time.Now().UTC(), sku}
+}
 
 // shiftStock is CAS's one conditional statement: take (or, negative, return) units only if the
 // stock covers them, applied atomically by the database. It reports whether it did.
@@ -190,7 +200,7 @@ func moveStock(ctx context.Context, tx *gorm.DB, mode Mode, lines []line, work f
 	}
 	for _, l := range sorted {
 		left[l.sku] -= l.take
-		if err := writeStock(tx, l.sku, left[l.sku]); err != nil {
+		if err := writeStock(tx, l.sku, left[l.sku], l.take); err != nil {
 			return nil, err
 		}
 	}

@@ -257,8 +257,8 @@ func (s *Store) Reset(ctx context.Context, sku string, stock int64) (Product, er
 	var p Product
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		now := s.now().UTC()
-		if err := tx.Exec(`INSERT INTO products (sku, stock, initial_stock, fence_token, updated_at) VALUES (?, ?, ?, 0, ?)
-			ON DUPLICATE KEY UPDATE stock = VALUES(stock), initial_stock = VALUES(initial_stock), updated_at = VALUES(updated_at)`,
+		if err := tx.Exec(`INSERT INTO products (sku, stock, initial_stock, fence_token, lost_high, lost_low, updated_at) VALUES (?, ?, ?, 0, 0, 0, ?)
+			ON DUPLICATE KEY UPDATE stock = VALUES(stock), initial_stock = VALUES(initial_stock), lost_high = 0, lost_low = 0, updated_at = VALUES(updated_at)`,
 			sku, stock, stock, now).Error; err != nil {
 			return err
 		}

@@ -25,6 +25,7 @@ type savedHistory struct {
 	Ops         []savedOp
 	Annotations []porcupine.Annotation
 	Stats       Stats
+	Broken      []BrokenPromise
 	Took        time.Duration
 }
 
@@ -32,7 +33,7 @@ type savedHistory struct {
 // checked again with ReadHistory (by `lincheck -check FILE`, say, outside a test run under the
 // race detector, which slows Porcupine down several times).
 func (h *History) WriteFile(path string) error {
-	s := savedHistory{SKUs: h.SKUs, Stock: h.Stock, Annotations: h.Annotations, Stats: h.Stats, Took: h.Took}
+	s := savedHistory{SKUs: h.SKUs, Stock: h.Stock, Annotations: h.Annotations, Stats: h.Stats, Broken: h.Broken, Took: h.Took}
 	for _, op := range h.Ops {
 		meta, _ := op.Metadata.(string)
 		s.Ops = append(s.Ops, savedOp{Client: op.ClientId, Call: op.Call, Return: op.Return, Input: op.Input.(Input), Output: op.Output.(Output), Metadata: meta})
@@ -60,7 +61,7 @@ func ReadHistory(path string) (*History, error) {
 	if err := json.Unmarshal(b, &s); err != nil {
 		return nil, fmt.Errorf("lincheck: read history %s: %w", path, err)
 	}
-	h := &History{SKUs: s.SKUs, Stock: s.Stock, Annotations: s.Annotations, Stats: s.Stats, Took: s.Took}
+	h := &History{SKUs: s.SKUs, Stock: s.Stock, Annotations: s.Annotations, Stats: s.Stats, Broken: s.Broken, Took: s.Took}
 	for _, op := range s.Ops {
 		h.Ops = append(h.Ops, porcupine.Operation{ClientId: op.Client, Call: op.Call, Return: op.Return, Input: op.Input, Output: op.Output, Metadata: op.Metadata})
 	}

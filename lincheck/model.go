@@ -65,13 +65,18 @@ const (
 	OK Result = iota
 	// OutOfStock: 409 out_of_stock, nothing sold.
 	OutOfStock
-	// Unknown: any other answer, or none (a timeout, a cut connection). It may or may not have
-	// taken effect, at any time after its call: its return is the end of the history.
+	// Unknown: an answer that says the outcome is not known (outcome_unknown, an internal error),
+	// or none (a timeout, a cut connection). It may or may not have taken effect, at any time
+	// after its call: its return is the end of the history.
 	Unknown
 	// Applied: an operation of unknown outcome that a retry with the same key, after the history,
 	// found done before ("replayed"). It took effect at some time after its call; what it left is
 	// not known, and its return is the end of the history.
 	Applied
+	// Refused: an answer that says nothing was changed, other than out_of_stock (503
+	// storage_unavailable, lock_lost, a 4xx: internal/answers). It changed nothing, and is left
+	// out of the history; its promise is checked by its key after the history.
+	Refused
 )
 
 // Output is what an operation answered.
@@ -296,6 +301,8 @@ func Describe(skus [2]string, in Input, out Output) string {
 		fmt.Fprintf(&b, "? (%s)", out.Answer)
 	case Applied:
 		fmt.Fprintf(&b, "done, when unknown (%s)", out.Answer)
+	case Refused:
+		fmt.Fprintf(&b, "nothing changed (%s)", out.Answer)
 	}
 	return b.String()
 }

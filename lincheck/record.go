@@ -125,8 +125,9 @@ func (c *Config) defaults() error {
 // Stats count what the history holds.
 type Stats struct {
 	Ops int // operations in the history
-	// Unknown counts the answers of unknown outcome; those that a retry after the history found
-	// not done are left out of Ops (see FoundNotDone).
+	// Unknown counts the answers of unknown outcome (internal/answers: outcome_unknown, an internal
+	// error, no answer); those that a retry after the history found not done are left out of Ops
+	// (see FoundNotDone).
 	Unknown int
 	// Answers counts answers by operation and status: "buy 201", "cart 409 out_of_stock",
 	// "cancel 503 outcome_unknown", "read cut" (no answer).
@@ -145,6 +146,12 @@ type Stats struct {
 	// FoundDone and FoundNotDone count the operations of unknown outcome that a retry after the
 	// history found done (kept as Applied) or not done (left out); the rest stay unknown.
 	FoundDone, FoundNotDone int
+	// Refused counts the changes answered "nothing was changed" (internal/answers: out_of_stock,
+	// storage_unavailable, lock_lost, a 4xx...). Each is looked up by its key after the history;
+	// BrokenPromises counts those found made (History.Broken says which), RefusalsUnchecked those
+	// no replica could be asked about. A refusal other than out_of_stock is left out of the
+	// history: it changed nothing, so no operation can have seen it.
+	Refused, BrokenPromises, RefusalsUnchecked int
 }
 
 // History is a recorded history, ready to check.
@@ -154,7 +161,10 @@ type History struct {
 	Ops         []porcupine.Operation
 	Annotations []porcupine.Annotation // the lock-mode switches
 	Stats       Stats
-	Took        time.Duration // wall time of the recording
+	// Broken are the operations answered "nothing was changed" and found made after the history:
+	// each an anomaly, whatever Porcupine says of the history.
+	Broken []BrokenPromise
+	Took   time.Duration // wall time of the recording
 }
 
 // Recorder runs the clients of one history.
@@ -171,12 +181,14 @@ type Recorder struct {
 	once  sync.Once
 	hOnce sync.Once
 
-	mu     sync.Mutex
-	hist   []porcupine.Operation
-	reqs   []request // hist[i] was sent as reqs[i]
-	notes  []porcupine.Annotation
-	stats  Stats
-	result *History
+	mu       sync.Mutex
+	hist     []porcupine.Operation
+	reqs     []request // hist[i] was sent as reqs[i]
+	refusals []refusal
+	broken   []BrokenPromise
+	notes    []porcupine.Annotation
+	stats    Stats
+	result   *History
 }
 
 // Record resets the SKUs, switches the replicas to cfg.Mode, and records a history for
@@ -264,6 +276,7 @@ func (r *Recorder) Stop() (*History, error) {
 		if !r.cfg.KeepUnknown {
 			r.resolve()
 		}
+		r.checkRefusals()
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		var kept []porcupine.Operation
@@ -288,7 +301,9 @@ func (r *Recorder) Stop() (*History, error) {
 		}
 		sort.SliceStable(r.hist, func(i, j int) bool { return r.hist[i].Call < r.hist[j].Call })
 		r.stats.Ops = len(r.hist)
-		r.result = &History{SKUs: r.cfg.SKUs, Stock: r.cfg.Stock, Ops: r.hist, Annotations: r.notes, Stats: r.stats, Took: time.Since(r.t0)}
+		r.stats.Refused, r.stats.BrokenPromises = len(r.refusals), len(r.broken)
+		r.result = &History{SKUs: r.cfg.SKUs, Stock: r.cfg.Stock, Ops: r.hist, Annotations: r.notes, Stats: r.stats, Took: time.Since(r.t0),
+			Broken: r.broken}
 	})
 	return r.result, r.swErr
 }
@@ -353,152 +368,6 @@ func (r *Recorder) client(ctx context.Context, c int) {
 			time.Sleep(r.cfg.Pause)
 		}
 	}
-}
-
-// do sends one operation and records it; kept is false when it is left out of the history. got
-// are the orders it was answered 201 for.
-func (r *Recorder) do(ctx context.Context, c int, replica string, in Input, key string, cancel ownOrder) (out Output, got []ownOrder, kept bool) {
-	var method, path, body string
-	var hdr map[string]string
-	skus := r.cfg.SKUs
-	switch in.Kind {
-	case Buy:
-		method, path = http.MethodPost, "/v1/orders"
-		body = fmt.Sprintf(`{"sku":%q,"qty":%d}`, skus[in.SKU], in.Qty[in.SKU])
-		hdr = map[string]string{"Idempotency-Key": key}
-	case Cart:
-		method, path = http.MethodPost, "/v1/orders"
-		body = fmt.Sprintf(`{"items":[{"sku":%q,"qty":%d},{"sku":%q,"qty":%d}]}`, skus[0], in.Qty[0], skus[1], in.Qty[1])
-		hdr = map[string]string{"Idempotency-Key": key}
-	case Cancel:
-		method, path = http.MethodPost, fmt.Sprintf("/v1/orders/%d/cancel", cancel.id)
-		b, _ := json.Marshal(map[string]string{"request_id": cancel.key})
-		body = string(b)
-		key = cancel.key
-	case Read:
-		method, path = http.MethodGet, "/v1/products/"+url.PathEscape(skus[in.SKU])
-	}
-	req := request{replica: replica, method: method, path: path, body: body, hdr: hdr}
-	started := time.Now()
-	call := r.now()
-	status, raw, err := r.send(ctx, method, replica+path, body, false, hdr)
-	ret := r.now()
-	if r.cfg.Observe != nil {
-		defer func() {
-			answer := out.Answer
-			if err != nil && notSent(err) {
-				answer = "not sent"
-			}
-			r.cfg.Observe(Observation{Client: c, Kind: in.Kind, Answer: answer, Result: out.Result, Start: started,
-				End: started.Add(time.Duration(ret - call)), InHistory: kept, Replica: replica, Key: key})
-		}()
-	}
-	name := replicaName(replica, r.cfg.Replicas)
-	meta := fmt.Sprintf("%s, key %s", name, key)
-	if in.Kind == Cancel {
-		meta = fmt.Sprintf("%s, order %d (key %s)", name, cancel.id, key)
-	}
-	var e struct {
-		Code string `json:"code"`
-		SKU  string `json:"sku"`
-	}
-	_ = json.Unmarshal(raw, &e)
-	out = Output{Result: Unknown, Short: -1, Answer: strings.TrimSpace(fmt.Sprintf("%d %s", status, e.Code))}
-	if err != nil {
-		out.Answer = "cut"
-		if notSent(err) {
-			r.count(in.Kind.String()+" not sent", func(s *Stats) { s.NotSent++ })
-			return out, nil, false
-		}
-		meta += ": " + err.Error()
-	}
-	r.count(in.Kind.String()+" "+out.Answer, nil)
-	problem := func(field func(*Stats) *int, what string) {
-		r.count("", func(s *Stats) {
-			*field(s)++
-			if len(s.Problems) < 5 {
-				s.Problems = append(s.Problems, fmt.Sprintf("%s %s %s (%s): %s: %d %s", method, path, body, meta, what, status, strings.TrimSpace(string(raw))))
-			}
-		})
-	}
-	switch {
-	case status == http.StatusBadRequest:
-		problem(func(s *Stats) *int { return &s.BadRequests }, "bad request")
-		return out, nil, false
-	case in.Kind == Read && status != http.StatusOK:
-		return out, nil, false // a failed read changed nothing
-	case status == http.StatusConflict && e.Code == "out_of_stock" && (in.Kind == Buy || in.Kind == Cart):
-		out.Result = OutOfStock
-		for i, s := range skus {
-			if e.SKU == s {
-				out.Short = i
-			}
-		}
-	case status == http.StatusCreated && in.Kind == Buy:
-		var a struct {
-			Remaining *int64 `json:"remaining"`
-			Order     *struct {
-				ID int64 `json:"id"`
-			} `json:"order"`
-		}
-		if json.Unmarshal(raw, &a) != nil || a.Remaining == nil || a.Order == nil {
-			problem(func(s *Stats) *int { return &s.BadAnswers }, "no remaining or order")
-			break
-		}
-		out.Result, out.Remaining[in.SKU] = OK, *a.Remaining
-		got = []ownOrder{{id: a.Order.ID, sku: in.SKU, qty: in.Qty[in.SKU], key: key}}
-		meta += fmt.Sprintf(", order %d", a.Order.ID)
-	case status == http.StatusCreated && in.Kind == Cart:
-		var a struct {
-			Remaining map[string]int64 `json:"remaining"`
-			Orders    []struct {
-				ID  int64  `json:"id"`
-				SKU string `json:"sku"`
-				Qty int64  `json:"qty"`
-			} `json:"orders"`
-		}
-		err := json.Unmarshal(raw, &a)
-		r0, ok0 := a.Remaining[skus[0]]
-		r1, ok1 := a.Remaining[skus[1]]
-		if err != nil || !ok0 || !ok1 || len(a.Orders) != 2 {
-			problem(func(s *Stats) *int { return &s.BadAnswers }, "not both SKUs' remaining and orders")
-			break
-		}
-		out.Result, out.Remaining = OK, [2]int64{r0, r1}
-		for _, o := range a.Orders {
-			for i, s := range skus {
-				if o.SKU == s {
-					got = append(got, ownOrder{id: o.ID, sku: i, qty: o.Qty, key: key})
-				}
-			}
-		}
-	case status == http.StatusOK && in.Kind == Cancel:
-		var a struct {
-			Remaining *int64 `json:"remaining"`
-		}
-		if json.Unmarshal(raw, &a) != nil || a.Remaining == nil {
-			problem(func(s *Stats) *int { return &s.BadAnswers }, "no remaining")
-			break
-		}
-		out.Result, out.Remaining[in.SKU] = OK, *a.Remaining
-	case status == http.StatusOK && in.Kind == Read:
-		var a struct {
-			Stock *int64 `json:"stock"`
-		}
-		if json.Unmarshal(raw, &a) != nil || a.Stock == nil {
-			problem(func(s *Stats) *int { return &s.BadAnswers }, "no stock")
-			return out, nil, false
-		}
-		out.Result, out.Remaining[in.SKU] = OK, *a.Stock
-	}
-	r.mu.Lock()
-	r.hist = append(r.hist, porcupine.Operation{ClientId: c, Input: in, Call: call, Output: out, Return: ret, Metadata: meta})
-	r.reqs = append(r.reqs, req)
-	if out.Result == Unknown {
-		r.stats.Unknown++
-	}
-	r.mu.Unlock()
-	return out, got, true
 }
 
 // count adds an answer to the stats, and lets f change them under the same lock.
@@ -623,126 +492,5 @@ func (r *Recorder) switcher(ctx context.Context) {
 			r.swErr = err
 			return
 		}
-	}
-}
-
-// request is how an operation was sent, to send it again.
-type request struct {
-	replica, method, path, body string
-	hdr                         map[string]string
-}
-
-// resolve sends every operation of unknown outcome once more (see Config.KeepUnknown), a few at
-// a time, and marks it Applied, or drops it (a nil Output), by the answer.
-func (r *Recorder) resolve() {
-	var todo []int
-	for i, op := range r.hist {
-		if op.Output.(Output).Result == Unknown {
-			todo = append(todo, i)
-		}
-	}
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for range min(r.cfg.Clients, len(todo)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				r.resolveOne(i)
-			}
-		}()
-	}
-	for _, i := range todo {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-}
-
-func (r *Recorder) resolveOne(i int) {
-	if r.cfg.ResolveByKey {
-		r.lookUp(i)
-		return
-	}
-	req := r.reqs[i]
-	in := r.hist[i].Input.(Input)
-	// The replica it went to first, then the others (it may be down).
-	start := 0
-	for k, u := range r.cfg.Replicas {
-		if u == req.replica {
-			start = k
-		}
-	}
-	for k := range r.cfg.Replicas {
-		u := r.cfg.Replicas[(start+k)%len(r.cfg.Replicas)]
-		status, raw, err := r.send(context.Background(), req.method, u+req.path, req.body, false, req.hdr)
-		if err != nil {
-			continue
-		}
-		var a struct {
-			Replayed bool   `json:"replayed"`
-			Code     string `json:"code"`
-		}
-		_ = json.Unmarshal(raw, &a)
-		done := a.Replayed && (status == http.StatusOK)
-		notDone := status == http.StatusCreated && !a.Replayed ||
-			status == http.StatusOK && in.Kind == Cancel && !a.Replayed ||
-			status == http.StatusConflict && a.Code == "out_of_stock" && in.Kind != Cancel
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		switch {
-		case done:
-			out := r.hist[i].Output.(Output)
-			out.Result = Applied
-			r.hist[i].Output = out
-			r.hist[i].Metadata = fmt.Sprintf("%v; sent again after the history: %d, replayed", r.hist[i].Metadata, status)
-			r.stats.FoundDone++
-		case notDone:
-			r.hist[i].Output = nil
-			r.stats.FoundNotDone++
-		}
-		return
-	}
-}
-
-// lookUp resolves operation i by looking it up (Config.ResolveByKey), on each replica in turn
-// until one answers.
-func (r *Recorder) lookUp(i int) {
-	req := r.reqs[i]
-	in := r.hist[i].Input.(Input)
-	var path string
-	if in.Kind == Cancel {
-		path, _, _ = strings.Cut(strings.TrimPrefix(req.path, "/v1/orders/"), "/")
-		path = "/v1/orders/" + path
-	} else {
-		path = "/v1/orders?request_id=" + url.QueryEscape(req.hdr["Idempotency-Key"])
-	}
-	for _, u := range r.cfg.Replicas {
-		status, raw, err := r.send(context.Background(), http.MethodGet, u+path, "", false, nil)
-		if err != nil || status != http.StatusOK && status != http.StatusNotFound {
-			continue
-		}
-		var a struct {
-			Order struct {
-				CancelledAt *time.Time `json:"cancelled_at"`
-			} `json:"order"`
-		}
-		_ = json.Unmarshal(raw, &a)
-		// A cancellation's order always exists; it was done if it is cancelled, and only this
-		// client cancels it, once.
-		done := status == http.StatusOK && (in.Kind != Cancel || a.Order.CancelledAt != nil)
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		if done {
-			out := r.hist[i].Output.(Output)
-			out.Result = Applied
-			r.hist[i].Output = out
-			r.hist[i].Metadata = fmt.Sprintf("%v; looked up after the history: done", r.hist[i].Metadata)
-			r.stats.FoundDone++
-		} else {
-			r.hist[i].Output = nil
-			r.stats.FoundNotDone++
-		}
-		return
 	}
 }

@@ -19,8 +19,11 @@ import (
 // shop is an in-memory stand-in for the order service's API, correct (one mutex around every
 // change) or racy (it reads the stock, waits, and writes what it computed, as mode none does).
 type shop struct {
-	racy      bool
-	flaky     bool // one answer in ten is a 503, half of them after the change was made
+	racy  bool
+	flaky bool // one answer in ten is a 503: a third refused, a third unknown, a third unknown after the change
+	// lies answers a change made but not confirmed "503 storage_unavailable" (nothing was
+	// changed) instead of outcome_unknown: the lie the checker must catch.
+	lies      bool
 	answered  int
 	keys      map[string]bool
 	mu        sync.Mutex
@@ -64,15 +67,30 @@ func (s *shop) newOrder(o order) int64 {
 	return s.next
 }
 
-// fail reports whether to answer 503 instead, and whether before (true) or after the change.
-func (s *shop) fail() (before, after bool) {
+// fail reports whether to answer 503 instead, before the change (with code) or after it
+// (afterCode, which says the outcome is unknown, unless the shop lies).
+func (s *shop) fail() (before bool, code string, after bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.answered++
 	if !s.flaky || s.answered%10 != 0 {
-		return false, false
+		return false, "", false
 	}
-	return s.answered%20 == 0, s.answered%20 != 0
+	switch s.answered % 30 {
+	case 0:
+		return true, "lock_unavailable", false
+	case 10:
+		return true, "outcome_unknown", false
+	}
+	return false, "", true
+}
+
+// afterCode is the code of a 503 for a change that was made.
+func (s *shop) afterCode() string {
+	if s.lies {
+		return "storage_unavailable"
+	}
+	return "outcome_unknown"
 }
 
 func answer(w http.ResponseWriter, status int, v any) {
@@ -144,9 +162,9 @@ func (s *shop) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			answer(w, 200, map[string]any{"remaining": s.get(o.sku), "replayed": true})
 			return
 		}
-		before, after := s.fail()
+		before, code, after := s.fail()
 		if before {
-			answer(w, 503, map[string]string{"code": "lock_unavailable"})
+			answer(w, 503, map[string]string{"code": code})
 			return
 		}
 		s.mu.Lock()
@@ -159,7 +177,7 @@ func (s *shop) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return true
 		})
 		if after {
-			answer(w, 503, map[string]string{"code": "outcome_unknown"})
+			answer(w, 503, map[string]string{"code": s.afterCode()})
 			return
 		}
 		answer(w, 200, map[string]any{"remaining": left})
@@ -189,9 +207,9 @@ func (s *shop) purchase(w http.ResponseWriter, r *http.Request) {
 		answer(w, 200, map[string]any{"replayed": true})
 		return
 	}
-	before, after := s.fail()
+	before, code, after := s.fail()
 	if before {
-		answer(w, 503, map[string]string{"code": "lock_unavailable"})
+		answer(w, 503, map[string]string{"code": code})
 		return
 	}
 	sold := func() bool {
@@ -216,7 +234,7 @@ func (s *shop) purchase(w http.ResponseWriter, r *http.Request) {
 		}
 		id := s.newOrder(order{b.SKU, b.Qty, key})
 		if !sold() {
-			answer(w, 503, map[string]string{"code": "outcome_unknown"})
+			answer(w, 503, map[string]string{"code": s.afterCode()})
 			return
 		}
 		answer(w, 201, map[string]any{"remaining": left, "order": map[string]any{"id": id}})
@@ -245,7 +263,7 @@ func (s *shop) purchase(w http.ResponseWriter, r *http.Request) {
 		orders = append(orders, map[string]any{"id": s.newOrder(order{it.SKU, it.Qty, key}), "sku": it.SKU, "qty": it.Qty})
 	}
 	if !sold() {
-		answer(w, 503, map[string]string{"code": "outcome_unknown"})
+		answer(w, 503, map[string]string{"code": s.afterCode()})
 		return
 	}
 	answer(w, 201, map[string]any{"remaining": left, "orders": orders})
@@ -276,11 +294,11 @@ func TestRecordAndCheck(t *testing.T) {
 					t.Errorf("no %q in the history", a)
 				}
 			}
-			if st.BadRequests+st.BadAnswers != 0 {
-				t.Errorf("stats %+v", st)
+			if st.BadRequests+st.BadAnswers != 0 || st.BrokenPromises != 0 || len(h.Broken) != 0 {
+				t.Errorf("stats %+v, broken %v", st, h.Broken)
 			}
-			// The flaky shop's 503s are unknown outcomes, resolved by retries after the history
-			// (unless a retry is answered 503 too).
+			// The flaky shop's outcome_unknown answers are resolved by retries after the history
+			// (unless a retry is answered 503 too); its refusals kept their promise.
 			if sh.flaky && (st.FoundDone == 0 || st.FoundNotDone == 0 || st.FoundDone+st.FoundNotDone > st.Unknown) {
 				t.Errorf("unknown outcomes %d, found done %d, found not done %d", st.Unknown, st.FoundDone, st.FoundNotDone)
 			}

@@ -131,13 +131,13 @@ func (s *Server) cancel(ctx context.Context, id int64, mode LockMode, allowed fu
 // lock, the fence, the database) is answered alike.
 func cancelError(err error) *apiError {
 	switch {
+	case errors.Is(err, errOutcomeUnknown): // first: every other answer says nothing was changed
+		return newError(http.StatusServiceUnavailable, "outcome_unknown", "the database did not confirm the cancellation and could not be asked in time: "+
+			"it may have been made. Look the order up with GET /v1/orders/ID, or cancel again: it is never cancelled twice")
 	case errors.Is(err, inventory.ErrUnknownOrder):
 		return newError(http.StatusNotFound, "unknown_order", "no such order")
 	case errors.Is(err, errNotYourOrder):
 		return newError(http.StatusForbidden, "wrong_key", "request_id is not the key of the purchase that made this order; nothing was changed")
-	case errors.Is(err, errOutcomeUnknown):
-		return newError(http.StatusServiceUnavailable, "outcome_unknown", "the database did not confirm the cancellation and could not be asked in time: "+
-			"it may have been made. Look the order up with GET /v1/orders/ID, or cancel again: it is never cancelled twice")
 	}
 	e := purchaseError(err)
 	e.Message = strings.ReplaceAll(e.Message, "nothing was sold", "nothing was changed")

@@ -68,7 +68,7 @@ func (s *Server) purchaseCart(c *gin.Context, cart inventory.Cart) {
 	if err != nil {
 		e := purchaseError(err)
 		var short *inventory.ShortError
-		if errors.As(err, &short) {
+		if errors.As(err, &short) && e.Code == "out_of_stock" {
 			e.Message = "not enough stock left of " + short.SKU + "; nothing was sold"
 			e.SKU = short.SKU
 		}

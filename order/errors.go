@@ -9,7 +9,9 @@ import (
 )
 
 // apiError is every error the API answers: {"error": "human readable", "code": "machine_code"},
-// and for a purchase the key it ran under, "request_id".
+// and for a purchase the key it ran under, "request_id". Every status and code it is made with is
+// one of internal/answers' Table, which says what the answer promises of the change (made, not
+// made, not known), and by which the checker judges it.
 type apiError struct {
 	Status    int    `json:"-"`
 	Message   string `json:"error"`

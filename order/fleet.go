@@ -47,7 +47,7 @@ func (s *Server) joinFleet() (*fleet.Member, error) {
 	return fleet.Join(s.locks, fleet.Config{
 		Root: FleetRoot + "/" + s.cfg.Fleet, ID: s.cfg.ReplicaID, Seed: string(s.cfg.LockMode), Modes: runnable,
 		CanRun:        func(mode string) error { return s.canRun(LockMode(mode)) },
-		SwitchTimeout: s.switchBound(), Log: s.log,
+		SwitchTimeout: s.switchBound(), Log: s.log, NoDrain: planted.switchNoDrain,
 	})
 }
 

@@ -37,6 +37,9 @@ func checkHistory(t *testing.T, name string, cfg lincheck.Config) lincheck.Verdi
 		t.Errorf("%d requests answered 400 and %d successes without the documented fields: the test or the API is wrong:\n%s",
 			st.BadRequests, st.BadAnswers, strings.Join(st.Problems, "\n"))
 	}
+	for _, b := range h.Broken {
+		t.Errorf("%s: a broken promise: %s", name, b)
+	}
 	if v.Outcome != porcupine.Ok {
 		base := filepath.Join("..", "out", "porcupine", strings.NewReplacer("/", "-").Replace(t.Name()))
 		if err := v.Visualize(base + ".html"); err != nil {

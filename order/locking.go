@@ -107,6 +107,9 @@ func (s *Server) settle(ctx context.Context, ch change, err error, log requestLo
 			time.Sleep(wait)
 		}
 	}
+	if planted.unconfirmedNotSold {
+		return errPlantedNotSold
+	}
 	return rerr
 }
 

@@ -278,9 +278,13 @@ func warnKeyLookupFailed(log requestLog, err error) {
 	log.Warn("order: the key could not be looked up before the lock; the locked deduction checks it", "err", err)
 }
 
-// purchaseError maps a failed sale to its HTTP answer.
+// purchaseError maps a failed sale to its HTTP answer. An error that says the outcome is unknown
+// is answered so whatever else it wraps: every other answer says nothing was sold.
 func purchaseError(err error) *apiError {
 	switch {
+	case errors.Is(err, errOutcomeUnknown):
+		return newError(http.StatusServiceUnavailable, "outcome_unknown", "the database did not confirm the purchase and could not be asked in time: "+
+			"it may have been sold. Look it up with GET /v1/orders?request_id=<request_id>, or retry with the same Idempotency-Key: it is never sold twice")
 	case errors.Is(err, inventory.ErrOutOfStock):
 		return newError(http.StatusConflict, "out_of_stock", "not enough stock left")
 	case isSKUBusy(err):
@@ -301,9 +305,6 @@ func purchaseError(err error) *apiError {
 		return newError(http.StatusServiceUnavailable, "shutting_down", "the replica is shutting down; nothing was sold; retry on another")
 	case errors.Is(err, errLockUnavailable):
 		return newError(http.StatusServiceUnavailable, "lock_unavailable", "the product's lock could not be taken in time; retry")
-	case errors.Is(err, errOutcomeUnknown):
-		return newError(http.StatusServiceUnavailable, "outcome_unknown", "the database did not confirm the purchase and could not be asked in time: "+
-			"it may have been sold. Look it up with GET /v1/orders?request_id=<request_id>, or retry with the same Idempotency-Key: it is never sold twice")
 	case errors.Is(err, errUnknownMode):
 		return newError(http.StatusServiceUnavailable, "unknown_mode", "this replica's lock mode is not known; nothing was sold")
 	case errors.Is(err, context.Canceled):

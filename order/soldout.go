@@ -112,7 +112,7 @@ func (so *soldOut) suspected(sku string) bool {
 // purchase queues, and its locked deduction decides.
 func (so *soldOut) shortBeforeQueue(ctx context.Context, sku string, qty int64) bool {
 	so.mu.Lock()
-	w, trust := so.skus[sku], so.trustSuspicion
+	w, trust := so.skus[sku], so.trustSuspicion || planted.soldOutCache
 	suspect := w != nil && w.suspect
 	so.mu.Unlock()
 	if !suspect {

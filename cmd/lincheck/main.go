@@ -99,6 +99,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		st := h.Stats
 		verdict := map[porcupine.CheckResult]string{porcupine.Ok: "yes", porcupine.Illegal: "NO", porcupine.Unknown: "undecided"}[v.Outcome]
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\t\n", mode, st.Ops, st.Unknown, st.FoundDone, st.FoundNotDone, verdict, v.CheckTime.Round(time.Millisecond))
+		for _, b := range h.Broken {
+			failed = true
+			notes = append(notes, fmt.Sprintf("%s: a broken promise: %s", mode, b))
+		}
 		if st.BadRequests > 0 || st.BadAnswers > 0 {
 			failed = true
 			notes = append(notes, fmt.Sprintf("%s: %d requests answered 400 and %d answers without the documented fields:\n  %s",
@@ -153,7 +157,10 @@ func checkFile(path string, limit time.Duration, vizDir string, stdout, stderr i
 	fmt.Fprintf(stdout, "%s: %d operations, %s=%d and %s=%d at the start: %s in %v\n", path, len(h.Ops), h.SKUs[0], h.Stock, h.SKUs[1], h.Stock,
 		map[porcupine.CheckResult]string{porcupine.Ok: "linearizable", porcupine.Illegal: "NOT linearizable", porcupine.Unknown: "undecided"}[v.Outcome],
 		v.CheckTime.Round(time.Millisecond))
-	if v.Outcome == porcupine.Ok {
+	for _, b := range h.Broken {
+		fmt.Fprintf(stderr, "lincheck: a broken promise: %s\n", b)
+	}
+	if v.Outcome == porcupine.Ok && len(h.Broken) == 0 {
 		return 0
 	}
 	if vizDir != "" {

@@ -54,6 +54,10 @@ type Config struct {
 	// barrier cannot make every switch fail. Default 30 s.
 	SwitchTimeout time.Duration
 	Log           *slog.Logger
+	// NoDrain is a planted mistake, for the checker's negative control only (order sets it in a
+	// build with the zkstock_lies tag, never otherwise): Switch writes the mode without the
+	// barrier, and a member takes a new mode at once, its passes under the old one still open.
+	NoDrain bool
 }
 
 // Mode is the fleet's mode and its version (the ZooKeeper version of the mode node).
@@ -467,6 +471,11 @@ func (m *Member) serveOnce() error {
 			return m.lose(ctx, h)
 		case leaving:
 			return nil
+		case modeChanged:
+			if m.cfg.NoDrain {
+				why = m.adoptUndrained(ctx, h)
+				continue
+			}
 		}
 		m.setPhase(switching, nil)
 		switch m.drain(ctx, h, why == writerQueued) {

@@ -53,6 +53,9 @@ func (m *Member) Switch(ctx context.Context, to string, expect int32) (Mode, err
 		return cur, err
 	}
 
+	if m.cfg.NoDrain {
+		return m.switchUndrained(ctx, cur, to)
+	}
 	bctx, cancel := context.WithTimeout(ctx, m.cfg.SwitchTimeout)
 	defer cancel()
 	started := time.Now()

@@ -43,12 +43,20 @@ const (
 	BlockCommits Kind = "block-commits" // BACKUP STAGE BLOCK_COMMIT held for the window
 	RedisRestart Kind = "redis-restart" // Redis stopped, started again (empty: no persistence)
 	Switch       Kind = "switch-mode"   // the fleet's lock mode switched through a replica
+	// LoseCommitReply lets a replica's next COMMIT reach the database, which commits it, and cuts
+	// the connection before the reply comes back, as a route that fails between the two: the
+	// replica must learn what became of it, and answer so.
+	LoseCommitReply Kind = "lose-commit-reply"
 )
 
 // Kinds is every kind the fault suite can carry out, in the order reports list them.
 var Kinds = []Kind{Kill, Pause, PauseAtCommit, CutZK, CutDB, CutRedis, Isolate, Slow, ZKLeader, FollowerCut, DBRestart, BlockCommits, RedisRestart, Switch}
 
-// ParseKinds reads a comma-separated list of kinds; empty means all.
+// NamedKinds are kinds drawn only when named (NEMESIS_FAULTS), never under "all": a kind added to
+// Kinds would draw every seed's schedule anew.
+var NamedKinds = []Kind{LoseCommitReply}
+
+// ParseKinds reads a comma-separated list of kinds; empty means all (Kinds).
 func ParseKinds(s string) ([]Kind, error) {
 	if strings.TrimSpace(s) == "" || s == "all" {
 		return slices.Clone(Kinds), nil
@@ -56,8 +64,8 @@ func ParseKinds(s string) ([]Kind, error) {
 	var out []Kind
 	for _, f := range strings.Split(s, ",") {
 		k := Kind(strings.TrimSpace(f))
-		if !slices.Contains(Kinds, k) {
-			return nil, fmt.Errorf("nemesis: unknown fault kind %q (known: %v)", k, Kinds)
+		if !slices.Contains(Kinds, k) && !slices.Contains(NamedKinds, k) {
+			return nil, fmt.Errorf("nemesis: unknown fault kind %q (known: %v, %v)", k, Kinds, NamedKinds)
 		}
 		if !slices.Contains(out, k) {
 			out = append(out, k)
@@ -74,9 +82,20 @@ var (
 	UnsafeModes = []string{"none", "zk-unfenced", "redis", "db-locktable"}
 )
 
-// IsControl reports whether mode is a negative control: a mode known to be unsafe under some fault,
-// which a run must catch.
-func IsControl(mode string) bool { return slices.Contains(UnsafeModes, mode) }
+// IsControl reports whether a run's mode is a negative control, which the run must catch: a lock
+// mode known to be unsafe under some fault, or any mode with a planted lie (SplitLie).
+func IsControl(run string) bool {
+	mode, lie := SplitLie(run)
+	return lie != "" || slices.Contains(UnsafeModes, mode)
+}
+
+// SplitLie splits a run's mode into the lock mode and the lie planted in its replicas, if any:
+// "zk+unconfirmed-not-sold" runs zk on replicas built to lie so (order's ZKSTOCK_LIE, which only
+// a build with the zkstock_lies tag reads).
+func SplitLie(run string) (mode, lie string) {
+	mode, lie, _ = strings.Cut(run, "+")
+	return mode, lie
+}
 
 // ClassOf is the modes a run in mode may switch between. A control other than none never
 // switches to none: none oversells with no fault at all, so a control caught after such a switch
@@ -194,6 +213,8 @@ func Schedule(p Plan) []Fault {
 			f.Hold = between(time.Second, 4*time.Second)
 		case BlockCommits:
 			f.Hold = between(2*time.Second, 6*time.Second)
+		case LoseCommitReply:
+			f.Hold = between(2*time.Second, 6*time.Second) // armed until a COMMIT comes, or the window ends
 		case RedisRestart:
 			f.Hold = between(0, 2*time.Second)
 		case Switch:
@@ -242,7 +263,7 @@ func Schedule(p Plan) []Fault {
 
 func aboutReplica(k Kind) bool {
 	switch k {
-	case Kill, Pause, PauseAtCommit, CutZK, CutDB, CutRedis, Isolate, Slow:
+	case Kill, Pause, PauseAtCommit, CutZK, CutDB, CutRedis, Isolate, Slow, LoseCommitReply:
 		return true
 	}
 	return false
@@ -269,7 +290,7 @@ func resources(f Fault) []string {
 		return []string{"process " + r, "db link " + r}
 	case CutZK:
 		return []string{"zk link " + r}
-	case CutDB:
+	case CutDB, LoseCommitReply:
 		return []string{"db link " + r}
 	case CutRedis:
 		return []string{"redis link " + r}

@@ -1,11 +1,16 @@
 package nemesis
 
 import (
+	"fmt"
 	"reflect"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/zkstock/zkstock/lincheck"
 )
 
 func plan(seed uint64) Plan {
@@ -113,7 +118,7 @@ func TestTimeline(t *testing.T) {
 		ops = append(ops, Op{Start: at(float64(i) / 1000), End: at(float64(i)/1000 + 0.01), Class: "ok"})
 	}
 	ops = append(ops, Op{Start: at(20), End: at(26), Class: "unknown", What: "buy 503 outcome_unknown"})
-	svg := Timeline("zk, seed 1", t0, ops, []Window{{Kind: Pause, Start: at(10), End: at(16), What: "pause order2"},
+	svg := Timeline(&Summary{Mode: "zk", Seed: 1}, t0, ops, []Window{{Kind: Pause, Start: at(10), End: at(16), What: "pause order2"},
 		{Kind: CutDB, Start: at(12), End: at(14), What: "cut-db order1"}})
 	for _, want := range []string{"pause order2", "cut-db order1", "buy 503 outcome_unknown", ">pause<", ">cut-db<"} {
 		if !strings.Contains(svg, want) {
@@ -122,6 +127,67 @@ func TestTimeline(t *testing.T) {
 	}
 	if n := strings.Count(svg, "<circle"); n > 30010 {
 		t.Errorf("%d points drawn of 50001: not thinned", n)
+	}
+}
+
+// The picture is the run's: a 240 s run (its last request begun at 239 s and answered 30 s later)
+// has its time axis end at 240 s, not at a round number far past it; the title counts what
+// summary.json counts; every class is drawn, the legend's counts add up to the summary's
+// requests, and the unknown ones are the summary's Unknown, as the checker read the answers
+// (a 503 storage_unavailable is a refusal, an outcome_unknown unknown, a cut read a refusal).
+func TestTimelineAgreesWithTheRun(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	obs := []lincheck.Observation{
+		{Kind: lincheck.Buy, Answer: "201", Result: lincheck.OK, InHistory: true},
+		{Kind: lincheck.Buy, Answer: "503 storage_unavailable", Result: lincheck.Refused},
+		{Kind: lincheck.Buy, Answer: "409 out_of_stock", Result: lincheck.OutOfStock, InHistory: true},
+		{Kind: lincheck.Cart, Answer: "503 outcome_unknown", Result: lincheck.Unknown, InHistory: true},
+		{Kind: lincheck.Cancel, Answer: "cut", Result: lincheck.Unknown, InHistory: true},
+		{Kind: lincheck.Read, Answer: "cut", Result: lincheck.Unknown},
+		{Kind: lincheck.Buy, Answer: "not sent", Result: lincheck.Unknown},
+	}
+	var ops []Op
+	for i := range 2400 {
+		o := obs[i%len(obs)]
+		ops = append(ops, Op{Start: at(float64(i) / 10), End: at(float64(i)/10 + 0.02), Class: PointClass(o), What: o.Answer})
+	}
+	ops = append(ops, Op{Start: at(239), End: at(269), Class: ClassUnknown, What: "buy cut"})
+	unknown := 0
+	for _, o := range ops {
+		if o.Class == ClassUnknown {
+			unknown++
+		}
+	}
+	if want := 343*2 + 1; unknown != want { // 2400 = 342×7 + 6: 343 of the cart and of the cancel, and the last
+		t.Fatalf("%d unknown, want %d", unknown, want)
+	}
+	sum := &Summary{Mode: "zk", Seed: 7, DurationS: 240, Requests: len(ops), Ops: 1500, Unknown: unknown, Refused: 400}
+	svg := Timeline(sum, t0, ops, []Window{{Kind: Kill, Start: at(200), End: at(230), What: "kill order1"}})
+	ticks := regexp.MustCompile(`text-anchor="middle"[^>]*>([0-9.]+)</text>`).FindAllStringSubmatch(svg, -1)
+	if len(ticks) < 3 {
+		t.Fatalf("%d ticks on the time axis", len(ticks))
+	}
+	if last, _ := strconv.ParseFloat(ticks[len(ticks)-1][1], 64); last > 240 || last < 200 {
+		t.Errorf("the time axis of a 240 s run ends at %v s", last)
+	}
+	title := fmt.Sprintf("%d requests, %d operations checked (%d unknown), %d refused", sum.Requests, sum.Ops, sum.Unknown, sum.Refused)
+	if !strings.Contains(svg, title) {
+		t.Errorf("the title does not say %q", title)
+	}
+	total := 0
+	for _, m := range regexp.MustCompile(`data-class="([a-z]+)" data-count="([0-9]+)"`).FindAllStringSubmatch(svg, -1) {
+		n, _ := strconv.Atoi(m[2])
+		total += n
+		if n == 0 {
+			t.Errorf("no %s point drawn", m[1])
+		}
+		if m[1] == ClassUnknown && n != sum.Unknown {
+			t.Errorf("%d unknown points drawn, the summary says %d", n, sum.Unknown)
+		}
+	}
+	if total != sum.Requests {
+		t.Errorf("the legend counts %d points, the summary %d requests", total, sum.Requests)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/zkstock/zkstock/internal/svgchart"
+	"github.com/zkstock/zkstock/lincheck"
 )
 
 // The anomalies a run counts. A control run must have at least one; any other run, none.
@@ -16,13 +17,16 @@ const (
 	NonLinearizable = "non_linearizable" // a history Porcupine found impossible
 	Undecided       = "undecided"        // a history Porcupine could not decide in time
 	Oversold        = "oversold"         // units sold beyond the initial stock, summed over SKUs
-	LostUpdates     = "lost_updates"     // units sold minus units taken from stock, summed
+	LostUpdates     = "lost_updates"     // units of deductions and of restocks overwritten, each way, summed
 	NeverRecovered  = "never_recovered"  // a replica not ready, or not reading, once every fault was healed
 	WrongAnswers    = "wrong_answers"    // 400s, or successes without the documented fields
+	// BrokenPromises counts the changes answered "nothing was changed" (internal/answers) that
+	// were found made after the run: the answer that makes a client buy twice.
+	BrokenPromises = "broken_promises"
 )
 
 // Anomalies lists the anomaly kinds in the order a summary shows them.
-var Anomalies = []string{NonLinearizable, Undecided, Oversold, LostUpdates, NeverRecovered, WrongAnswers}
+var Anomalies = []string{NonLinearizable, Undecided, Oversold, LostUpdates, BrokenPromises, NeverRecovered, WrongAnswers}
 
 // Summary is a run's summary.json.
 type Summary struct {
@@ -35,9 +39,21 @@ type Summary struct {
 	Ops      int `json:"ops"`
 	Unknown  int `json:"unknown"`
 	Resolved int `json:"resolved"`
+	// Refused counts the changes answered "nothing was changed", each looked up by its key after
+	// the run (BrokenPromises: found made); those answered out_of_stock are in Ops as well, the
+	// others are not.
+	Refused int `json:"refused"`
+	// Requests counts every request the clients sent or tried to (Ops, the refusals, failed
+	// reads, requests not sent): the points of the timeline.
+	Requests int `json:"requests"`
 	// Faults counts the faults carried out per kind; Skipped those the run could not carry out
 	// (a switch still waiting when the next came, a leader not found).
-	Faults       map[Kind]int   `json:"faults"`
+	Faults map[Kind]int `json:"faults"`
+	// TookEffect counts, of Faults, those that took effect: a pause that stopped a COMMIT, a cut
+	// that held back traffic, a slow link that traffic went through, a follower cut out of the
+	// quorum, commits blocked while one waited, a switch the fleet made; a process killed,
+	// stopped or restarted takes effect as it is made.
+	TookEffect   map[Kind]int   `json:"took_effect"`
 	Skipped      map[Kind]int   `json:"skipped,omitempty"`
 	Anomalies    map[string]int `json:"anomalies"`
 	Linearizable bool           `json:"linearizable"`
@@ -75,13 +91,16 @@ type Audit struct {
 	Stock        int64  `json:"stock"`
 	UnitsSold    int64  `json:"units_sold"`
 	Oversold     int64  `json:"oversold"`
-	LostUpdates  int64  `json:"lost_updates"`
+	LostUpdates  int64  `json:"lost_updates"` // LostDeductions + LostRestocks (inventory.Audit)
+	// LostDeductions and LostRestocks: the units lost each way, which never cancel out.
+	LostDeductions int64 `json:"lost_deductions"`
+	LostRestocks   int64 `json:"lost_restocks"`
 }
 
 // Judge fills Caught and Passed from the anomalies.
 func (s *Summary) Judge() {
 	n := 0
-	for _, k := range []string{NonLinearizable, Oversold, LostUpdates} {
+	for _, k := range []string{NonLinearizable, Oversold, LostUpdates, BrokenPromises} {
 		n += s.Anomalies[k]
 	}
 	s.Caught = n > 0
@@ -112,11 +131,30 @@ func (s *Summary) Write(dir string) error {
 	return nil
 }
 
-// Op is one operation on the timeline.
+// Op is one request on the timeline.
 type Op struct {
 	Start, End time.Time
-	Class      string // "ok", "refused" (a clean refusal: out of stock, 503), "unknown"
+	Class      string // PointClass: "ok", "refused", "unknown"
 	What       string // for the tooltip: "buy 201"
+}
+
+// The classes of the timeline's points.
+const (
+	ClassOK      = "ok"      // done, as answered
+	ClassRefused = "refused" // nothing changed: a refusal, out_of_stock, a failed read, a request not sent
+	ClassUnknown = "unknown" // a change of unknown outcome: one of the summary's Unknown
+)
+
+// PointClass is the timeline's class of a request, from how the checker read its answer: unknown
+// exactly when the checker counted it so (Summary.Unknown), ok when it was answered done.
+func PointClass(o lincheck.Observation) string {
+	switch {
+	case o.InHistory && o.Result == lincheck.Unknown:
+		return ClassUnknown
+	case o.InHistory && o.Result == lincheck.OK:
+		return ClassOK
+	}
+	return ClassRefused
 }
 
 // Window is a fault as it was carried out.
@@ -128,18 +166,20 @@ type Window struct {
 
 // kindColors colour the fault windows, one per kind, in the order of Kinds.
 var kindColors = []string{"#e41a1c", "#984ea3", "#6a3d9a", "#377eb8", "#4daf4a", "#a6cee3", "#ff7f00", "#b2df8a",
-	"#a65628", "#1b9e77", "#f781bf", "#999999", "#fb9a99", "#fdbf6f"}
+	"#a65628", "#1b9e77", "#f781bf", "#999999", "#fb9a99", "#fdbf6f", "#8dd3c7"}
 
 // KindColor is the colour of a kind's windows.
 func KindColor(k Kind) string {
-	if i := slices.Index(Kinds, k); i >= 0 {
+	if i := slices.Index(append(slices.Clone(Kinds), NamedKinds...), k); i >= 0 {
 		return kindColors[i%len(kindColors)]
 	}
 	return "#cccccc"
 }
 
-// Timeline draws the operations' latency over the run, with the fault windows shaded by kind.
-func Timeline(title string, t0 time.Time, ops []Op, windows []Window) string {
+// Timeline draws every request's latency over the run, with the fault windows shaded by kind; its
+// title gives the summary's counts, and its legend the count of each class, which add up to
+// sum.Requests (the unknown ones to sum.Unknown).
+func Timeline(sum *Summary, t0 time.Time, ops []Op, windows []Window) string {
 	var pts []svgchart.TimePoint
 	for _, o := range ops {
 		pts = append(pts, svgchart.TimePoint{X: o.Start.Sub(t0).Seconds(), Latency: o.End.Sub(o.Start).Seconds(), Class: o.Class, Title: o.What})
@@ -150,7 +190,7 @@ func Timeline(title string, t0 time.Time, ops []Op, windows []Window) string {
 			Color: KindColor(w.Kind), Title: w.What})
 	}
 	var lanes []string
-	for _, k := range Kinds {
+	for _, k := range append(slices.Clone(Kinds), NamedKinds...) {
 		for _, w := range windows {
 			if w.Kind == k {
 				lanes = append(lanes, string(k))
@@ -158,6 +198,12 @@ func Timeline(title string, t0 time.Time, ops []Op, windows []Window) string {
 			}
 		}
 	}
+	drawn, took := 0, 0
+	for k, n := range sum.Faults {
+		drawn, took = drawn+n, took+sum.TookEffect[k]
+	}
+	title := fmt.Sprintf("nemesis: %s, seed %d: %d requests, %d operations checked (%d unknown), %d refused; %d faults, %d took effect",
+		sum.Mode, sum.Seed, sum.Requests, sum.Ops, sum.Unknown, sum.Refused, drawn, took)
 	return string(svgchart.Timeline(title, pts, bands, lanes, []svgchart.Class{
-		{Name: "ok", Color: "#2ca02c"}, {Name: "refused", Color: "#1f77b4"}, {Name: "unknown", Color: "#d62728"}}))
+		{Name: ClassOK, Color: "#2ca02c"}, {Name: ClassRefused, Color: "#1f77b4"}, {Name: ClassUnknown, Color: "#d62728"}}))
 }

@@ -153,26 +153,31 @@ type Band struct {
 // Class is a kind of point and its colour.
 type Class struct{ Name, Color string }
 
-// maxTimelinePoints bounds the points drawn, so that a long run's picture stays a few megabytes:
-// beyond it the common classes are thinned evenly, and the last class is always drawn whole.
+// maxTimelinePoints bounds the points drawn of each class, so that a long run's picture stays a few
+// megabytes: beyond it a class is thinned evenly, and the last class is always drawn whole.
 const maxTimelinePoints = 30000
 
 // Timeline draws points (latency on a log scale against time, as Jepsen's latency plots) under
 // one lane per band name, and shades every band's window across the plot in its colour, so that
-// a latency or an error can be read against the faults that were on at the time.
+// a latency or an error can be read against the faults that were on at the time. The time axis
+// spans exactly what happened, from 0 to the last point or band; every point of every class is
+// drawn (a class past maxTimelinePoints evenly thinned, the last class never), and the legend
+// gives each class's count.
 func Timeline(title string, pts []TimePoint, bands []Band, lanes []string, classes []Class) template.HTML {
 	const w, laneH, left, right, plotH, bot = 1000, 14, 110, 16, 300, 44
-	top := 34 + len(lanes)*laneH + 8
+	const lanesTop = 42 // under the title and the legend's row
+	top := lanesTop + len(lanes)*laneH + 8
 	h := top + plotH + bot
 	xMax := 1.0
 	yMaxS := 1.0
+	count := map[string]int{}
 	for _, p := range pts {
-		xMax, yMaxS = math.Max(xMax, p.X+p.Latency), math.Max(yMaxS, p.Latency)
+		xMax, yMaxS = math.Max(xMax, p.X), math.Max(yMaxS, p.Latency)
+		count[p.Class]++
 	}
 	for _, b := range bands {
 		xMax = math.Max(xMax, b.To)
 	}
-	xMax = niceMax(xMax)
 	const yMinS = 1e-3 // 1 ms
 	decades := math.Ceil(math.Log10(yMaxS / yMinS))
 	sx := func(v float64) float64 { return left + v/xMax*float64(w-left-right) }
@@ -184,14 +189,15 @@ func Timeline(title string, pts []TimePoint, bands []Band, lanes []string, class
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 %d %d" width="%d" height="%d" role="img" aria-label="%s" font-family="sans-serif">`,
 		w, h, w, h, html.EscapeString(title))
 	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="#fff"/>`, w, h)
-	fmt.Fprintf(&b, `<text x="%d" y="18" font-size="14" font-weight="bold">%s</text>`, left, html.EscapeString(title))
+	fmt.Fprintf(&b, `<text x="%d" y="18" font-size="12" font-weight="bold">%s</text>`, left, html.EscapeString(title))
 	for i, c := range classes {
-		x := w - right - 90*(len(classes)-i)
-		fmt.Fprintf(&b, `<circle cx="%d" cy="14" r="4" fill="%s"/><text x="%d" y="18" font-size="11">%s</text>`, x, c.Color, x+8, html.EscapeString(c.Name))
+		x := left + 140*i
+		fmt.Fprintf(&b, `<circle cx="%d" cy="30" r="4" fill="%s"/><text x="%d" y="34" font-size="11" class="legend" data-class="%s" data-count="%d">%s %d</text>`,
+			x, c.Color, x+8, html.EscapeString(c.Name), count[c.Name], html.EscapeString(c.Name), count[c.Name])
 	}
 	laneY := map[string]int{}
 	for i, l := range lanes {
-		y := 34 + i*laneH
+		y := lanesTop + i*laneH
 		laneY[l] = y
 		fmt.Fprintf(&b, `<text x="%d" y="%d" font-size="10" text-anchor="end">%s</text>`, left-6, y+10, html.EscapeString(l))
 		fmt.Fprintf(&b, `<line x1="%d" x2="%d" y1="%d" y2="%d" stroke="#eee"/>`, left, w-right, y+laneH-1, y+laneH-1)
@@ -214,9 +220,10 @@ func Timeline(title string, pts []TimePoint, bands []Band, lanes []string, class
 		}
 		fmt.Fprintf(&b, `<text x="%d" y="%.1f" font-size="11" text-anchor="end">%s</text>`, left-6, y+4, label)
 	}
-	for i := 0; i <= 10; i++ {
-		x := sx(xMax * float64(i) / 10)
-		fmt.Fprintf(&b, `<text x="%.1f" y="%d" font-size="11" text-anchor="middle">%s</text>`, x, top+plotH+16, fmtNum(xMax*float64(i)/10))
+	step := niceMax(xMax / 10)
+	for i := 0; float64(i)*step <= xMax; i++ {
+		v := float64(i) * step
+		fmt.Fprintf(&b, `<text x="%.1f" y="%d" font-size="11" text-anchor="middle" class="xtick">%s</text>`, sx(v), top+plotH+16, fmtNum(v))
 	}
 	fmt.Fprintf(&b, `<line x1="%d" x2="%d" y1="%d" y2="%d" stroke="#333"/><line x1="%d" x2="%d" y1="%d" y2="%d" stroke="#333"/>`,
 		left, w-right, top+plotH, top+plotH, left, left, top, top+plotH)
@@ -228,21 +235,11 @@ func Timeline(title string, pts []TimePoint, bands []Band, lanes []string, class
 		color[c.Name] = c.Color
 		rare = c.Name
 	}
-	common := 0
+	seen := map[string]int{}
 	for _, p := range pts {
 		if p.Class != rare {
-			common++
-		}
-	}
-	every := 1
-	if common > maxTimelinePoints {
-		every = (common + maxTimelinePoints - 1) / maxTimelinePoints
-	}
-	n := 0
-	for _, p := range pts {
-		if p.Class != rare {
-			n++
-			if n%every != 0 {
+			seen[p.Class]++
+			if every := (count[p.Class] + maxTimelinePoints - 1) / maxTimelinePoints; seen[p.Class]%every != 0 {
 				continue
 			}
 			fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="1.6" fill="%s" fill-opacity="0.6"/>`, sx(p.X), sy(p.Latency), color[p.Class])

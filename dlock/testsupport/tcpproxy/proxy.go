@@ -41,8 +41,16 @@ type Proxy struct {
 	// delay holds every chunk back this long (nanoseconds) after it was read before it is
 	// forwarded, either way: a slow link, not a cut one (SetDelay, pipe).
 	delay atomic.Int64
-	wg    sync.WaitGroup
+	// traffic counts the passes of chunks (requests, pieces of replies) through the proxy's gate,
+	// held those that had to wait there for a Resume: what a Stall or a delay met (Traffic).
+	traffic, held atomic.Int64
+	wg            sync.WaitGroup
 }
+
+// Traffic counts, since the proxy started, the passes of chunks (requests, pieces of replies)
+// through its gate (a request passes it twice), and those a Stall held back: a fault on the link
+// took effect only if they grew while it was on.
+func (p *Proxy) Traffic() (passes, held int64) { return p.traffic.Load(), p.held.Load() }
 
 // New starts a proxy to a ZooKeeper server; it stops when the test ends.
 func New(t testing.TB, target string) *Proxy { return start(t, target, zooKeeperFrames, false) }
@@ -130,7 +138,13 @@ func (p *Proxy) waitFlow() {
 	p.mu.Lock()
 	flow := p.flow
 	p.mu.Unlock()
-	<-flow
+	p.traffic.Add(1)
+	select {
+	case <-flow:
+	default:
+		p.held.Add(1)
+		<-flow
+	}
 }
 
 // CutAfterRequest arms the proxy: the next ZooKeeper request whose opcode matches is forwarded to

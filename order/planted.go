@@ -1,0 +1,57 @@
+package order
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// plantedLies are mistakes planted on purpose, as the nemesis's controls: each makes the service
+// lie in one way that the checker must catch. Only a build with the zkstock_lies tag plants any
+// (planted_on.go, from ZKSTOCK_LIE); every other build plants none, whatever its environment.
+type plantedLies struct {
+	// soldOutCache answers a purchase of a SKU suspected of being sold out 409 out_of_stock from
+	// the suspicion alone, without reading the stock: a cached sold-out flag.
+	soldOutCache bool
+	// unconfirmedNotSold answers a change whose COMMIT went unanswered 503 storage_unavailable,
+	// "nothing was sold", whatever the database says became of it.
+	unconfirmedNotSold bool
+	// switchNoDrain switches the fleet's mode without the barrier, and each replica takes the new
+	// mode at once, its changes under the old one still running (fleet.Config.NoDrain).
+	switchNoDrain bool
+}
+
+// planted is this process's planted lies; zero unless built with zkstock_lies.
+var planted plantedLies
+
+// plantedTag says whether this build has the zkstock_lies tag.
+var plantedTag bool
+
+// The names ZKSTOCK_LIE takes, comma-separated.
+const (
+	LieSoldOutCache       = "soldout-cache"
+	LieUnconfirmedNotSold = "unconfirmed-not-sold"
+	LieSwitchNoDrain      = "switch-no-drain"
+)
+
+// parseLies reads ZKSTOCK_LIE's value.
+func parseLies(s string) (plantedLies, error) {
+	var l plantedLies
+	for _, name := range strings.Split(s, ",") {
+		switch strings.TrimSpace(name) {
+		case "":
+		case LieSoldOutCache:
+			l.soldOutCache = true
+		case LieUnconfirmedNotSold:
+			l.unconfirmedNotSold = true
+		case LieSwitchNoDrain:
+			l.switchNoDrain = true
+		default:
+			return plantedLies{}, fmt.Errorf("ZKSTOCK_LIE: unknown lie %q (known: %s, %s, %s)", name, LieSoldOutCache, LieUnconfirmedNotSold, LieSwitchNoDrain)
+		}
+	}
+	return l, nil
+}
+
+// errPlantedNotSold is the planted lie unconfirmedNotSold's error: answered storage_unavailable.
+var errPlantedNotSold = errors.New("planted lie: an unconfirmed COMMIT answered as not made")
