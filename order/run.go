@@ -17,7 +17,7 @@ import (
 )
 
 // shutdownGrace bounds how long zk-batch's batches may take to finish on shutdown (one batch's
-// transaction, batchTimeout, and its settling).
+// transaction, batchBound, and its settling).
 const shutdownGrace = 30 * time.Second
 
 // The HTTP server's timeouts, so that no client holds a connection, a goroutine or a shutdown
