@@ -32,7 +32,7 @@ func TestDefaultBoundsAreSmall(t *testing.T) {
 	s := &Server{cfg: cfg, store: st}
 
 	longest, sw := s.longestChange(), s.switchBound()
-	t.Logf("defaults: longest change %v, switch bound %v, shutdown %v, HTTP WriteTimeout %v", longest, sw, longest, writeTimeout(cfg))
+	t.Logf("defaults: longest change %v, switch bound %v, shutdown %v, HTTP WriteTimeout %v", longest, sw, longest, writeTimeout(longest))
 	if want := cfg.LockTimeout + s.txBudget() + st.ReadTimeout() + s.settleBound() + releaseTimeout; longest != want {
 		t.Errorf("longestChange %v, want LOCK_TIMEOUT + the transaction budget + one round trip + settleBound + the release = %v", longest, want)
 	}
@@ -42,7 +42,7 @@ func TestDefaultBoundsAreSmall(t *testing.T) {
 	if bound := time.Minute; sw > bound {
 		t.Errorf("switchBound with the defaults is %v, want at most %v", sw, bound)
 	}
-	if wt := writeTimeout(cfg); wt < longest {
+	if wt := writeTimeout(longest); wt < longest {
 		t.Errorf("HTTP WriteTimeout %v is shorter than the longest change %v: its answer would be cut off", wt, longest)
 	}
 	// zk-batch: a purchase taken by a batch by its lock deadline is answered within the batch's
