@@ -16,10 +16,6 @@ import (
 	"github.com/zkstock/zkstock/inventory"
 )
 
-// shutdownGrace bounds how long zk-batch's batches may take to finish on shutdown (one batch's
-// transaction, batchBound, and its settling).
-const shutdownGrace = 30 * time.Second
-
 // The HTTP server's timeouts, so that no client holds a connection, a goroutine or a shutdown
 // for long by sending or reading slowly. Requests are small (a body of at most 4 KiB), so a
 // request must arrive whole within readTimeout. A response must be written within writeTimeout:
