@@ -33,7 +33,7 @@ var ErrBatchConflict = errors.New("inventory: batch conflicts with a concurrent 
 // commit that goes unanswered is ErrOutcomeUnknown for the batch, except for the items already
 // known to be replays, which wrote nothing and keep their answers.
 func (s *Store) DeductBatch(ctx context.Context, sku string, fence Fence, items []BatchItem, lastWord func() error) error {
-	err := s.inTx(ctx, func(tx *gorm.DB) error {
+	err := s.inTx(ctx, ctx, func(tx *gorm.DB) error {
 		return deductBatch(tx, sku, fence, items, lastWord)
 	})
 	switch {

@@ -36,7 +36,9 @@ var errCancelledMeanwhile = errors.New("order cancelled by a concurrent transact
 // known before the commit, so a commit that goes unanswered after it is still a replay.
 func (s *Store) Cancel(ctx context.Context, c Cancellation, mode Mode, hooks Hooks) (CancelResult, error) {
 	var res CancelResult
-	err := s.inTx(ctx, func(tx *gorm.DB) error {
+	stmts, cancel := hooks.statements(ctx)
+	defer cancel()
+	err := s.inTx(ctx, stmts, func(tx *gorm.DB) error {
 		if err := claimFences(tx, mode, map[string]Fence{c.SKU: {Issuer: c.Issuer, Token: c.Token}}); err != nil {
 			return err
 		}
@@ -49,7 +51,7 @@ func (s *Store) Cancel(ctx context.Context, c Cancellation, mode Mode, hooks Hoo
 			res = CancelResult{Order: o, Remaining: stock, Replayed: true}
 			return err
 		}
-		left, err := moveStock(ctx, tx, mode, []line{{sku: c.SKU, take: -o.Qty}}, hooks.Work)
+		left, err := moveStock(stmts, tx, mode, []line{{sku: c.SKU, take: -o.Qty}}, hooks.Work)
 		if err != nil {
 			return err
 		}
@@ -70,7 +72,7 @@ func (s *Store) Cancel(ctx context.Context, c Cancellation, mode Mode, hooks Hoo
 	case err == nil, res.Replayed && errors.Is(err, ErrOutcomeUnknown):
 		return res, nil
 	case errors.Is(err, errCancelledMeanwhile):
-		return s.cancelReplay(ctx, c)
+		return s.cancelReplay(stmts, c)
 	}
 	var cu *CommitUnanswered
 	if res.Order.ID != 0 && res.Order.CancelledAt != nil && errors.As(err, &cu) {

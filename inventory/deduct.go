@@ -78,7 +78,9 @@ func (s *Store) sell(ctx context.Context, sl sale, mode Mode, hooks Hooks) (orde
 	if len(sl.req.lines) == 1 && readsPlainly(mode) {
 		return s.sellPipelined(ctx, sl, mode, hooks)
 	}
-	err = s.inTx(ctx, func(tx *gorm.DB) error {
+	stmts, cancel := hooks.statements(ctx)
+	defer cancel()
+	err = s.inTx(ctx, stmts, func(tx *gorm.DB) error {
 		if err := claimFences(tx, mode, sl.fences); err != nil {
 			return err
 		}
@@ -90,7 +92,7 @@ func (s *Store) sell(ctx context.Context, sl sale, mode Mode, hooks Hooks) (orde
 				return err
 			}
 		}
-		if left, err = moveStock(ctx, tx, mode, sl.req.lines, hooks.Work); err != nil {
+		if left, err = moveStock(stmts, tx, mode, sl.req.lines, hooks.Work); err != nil {
 			return err
 		}
 		orders = make([]Order, len(sl.req.lines))
@@ -116,7 +118,7 @@ func (s *Store) sell(ctx context.Context, sl sale, mode Mode, hooks Hooks) (orde
 	case errors.Is(err, gorm.ErrDuplicatedKey) && sl.req.key != "":
 		// Another transaction recorded the same key first (possible without a lock, or for
 		// another SKU at once): ours rolled back, theirs is the answer.
-		return s.replay(ctx, sl.req)
+		return s.replay(stmts, sl.req)
 	}
 	return nil, nil, false, withAttempt(err, orders, left)
 }

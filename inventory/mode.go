@@ -3,6 +3,7 @@ package inventory
 import (
 	"context"
 	"fmt"
+	"time"
 )
 
 // Mode is how a change of stock protects itself; moveStock and claimFences say what each does.
@@ -48,4 +49,17 @@ type Hooks struct {
 	Work func(ctx context.Context) error
 	// BeforeCommit is the last word before commit; the caller checks it still holds its lock.
 	BeforeCommit func() error
+	// Deadline, when set, ends the transaction's statements before its COMMIT, and the work: one
+	// cut off by it rolls the transaction back, and no COMMIT is sent once it has passed, so
+	// nothing was changed. The COMMIT is not bound by it: it waits as ctx says (commit), and an
+	// unanswered one is ErrOutcomeUnknown.
+	Deadline time.Time
+}
+
+// statements is the context of a transaction's statements and work: ctx, ended at Deadline too.
+func (h Hooks) statements(ctx context.Context) (context.Context, context.CancelFunc) {
+	if h.Deadline.IsZero() {
+		return context.WithCancel(ctx)
+	}
+	return context.WithDeadline(ctx, h.Deadline)
 }

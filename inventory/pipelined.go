@@ -40,25 +40,27 @@ import (
 // sellPipelined is sell for one line in a mode that reads plainly.
 func (s *Store) sellPipelined(ctx context.Context, sl sale, mode Mode, hooks Hooks) (orders []Order, left map[string]int64, replayed bool, err error) {
 	l := sl.req.lines[0]
-	conn, err := s.sqlDB.Conn(ctx)
+	stmts, cancel := hooks.statements(ctx) // the COMMIT alone runs under ctx
+	defer cancel()
+	conn, err := s.sqlDB.Conn(stmts)
 	if err != nil {
 		return nil, nil, false, fmt.Errorf("connection: %w", err)
 	}
 	c := &saleConn{conn: conn, store: s}
 	defer c.end() // on every path but a COMMIT handed off: that one ends the transaction itself
 
-	stock, known, err := c.claimAndRead(ctx, l.sku, sl, mode)
+	stock, known, err := c.claimAndRead(stmts, l.sku, sl, mode)
 	if err != nil {
 		return nil, nil, false, err
 	}
 	if known {
 		c.end() // the key's orders are committed: they are the answer, read outside this transaction
-		return s.replay(ctx, sl.req)
+		return s.replay(stmts, sl.req)
 	}
 	if stock < l.take {
 		return nil, nil, false, &ShortError{SKU: l.sku}
 	}
-	if err := runWork(ctx, hooks.Work); err != nil {
+	if err := runWork(stmts, hooks.Work); err != nil {
 		return nil, nil, false, err
 	}
 	o := Order{SKU: l.sku, Qty: l.take, Replica: sl.replica, FenceToken: sl.fences[l.sku].Token, BodyDigest: sl.req.digest, CreatedAt: s.db.NowFunc()}
@@ -66,20 +68,20 @@ func (s *Store) sellPipelined(ctx context.Context, sl sale, mode Mode, hooks Hoo
 		key := sl.req.keyOf(l.sku)
 		o.RequestID = &key
 	}
-	if o.ID, err = c.writeAndRecord(ctx, l.sku, stock-l.take, &o); err != nil {
+	if o.ID, err = c.writeAndRecord(stmts, l.sku, stock-l.take, &o); err != nil {
 		err = s.translate(err)
 		if errors.Is(err, gorm.ErrDuplicatedKey) && sl.req.key != "" {
 			// Another transaction recorded the same key first (possible without a lock): ours
 			// is rolled back, theirs is the answer.
 			c.end()
-			return s.replay(ctx, sl.req)
+			return s.replay(stmts, sl.req)
 		}
 		return nil, nil, false, fmt.Errorf("write and record %s: %w", l.sku, err)
 	}
 	if err := beforeCommit(hooks.BeforeCommit); err != nil {
 		return nil, nil, false, err
 	}
-	if err := timeToCommit(ctx); err != nil {
+	if err := timeToCommit(stmts); err != nil {
 		return nil, nil, false, err
 	}
 	c.handedOff = true

@@ -17,9 +17,11 @@ var ErrOutcomeUnknown = errors.New("inventory: commit outcome unknown")
 
 // inTx runs fn in one transaction. An error from fn (or a panic) rolls the transaction back, so
 // nothing was changed; an error from the COMMIT itself is ErrOutcomeUnknown. This is the one place
-// that tells the two apart, for every deduction.
-func (s *Store) inTx(ctx context.Context, fn func(tx *gorm.DB) error) error {
-	tx := s.db.WithContext(ctx).Begin()
+// that tells the two apart, for every deduction. The statements before the COMMIT run under
+// stmts (ctx, or ctx with an earlier deadline: Hooks.Deadline), and no COMMIT is sent once its
+// deadline has passed; the COMMIT runs under ctx.
+func (s *Store) inTx(ctx, stmts context.Context, fn func(tx *gorm.DB) error) error {
+	tx := s.db.WithContext(stmts).Begin()
 	if tx.Error != nil {
 		return fmt.Errorf("begin: %w", tx.Error)
 	}
@@ -35,7 +37,7 @@ func (s *Store) inTx(ctx context.Context, fn func(tx *gorm.DB) error) error {
 	}
 	finished = true
 	if err == nil {
-		err = timeToCommit(ctx)
+		err = timeToCommit(stmts)
 	}
 	if err != nil {
 		if rb := tx.Rollback().Error; rb != nil && !errors.Is(rb, gorm.ErrInvalidTransaction) {

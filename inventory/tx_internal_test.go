@@ -58,7 +58,7 @@ func blackHoledCommit(t *testing.T, ctx context.Context, s *Store, proxy *tcppro
 	done := make(chan error, 1)
 	start := time.Now()
 	go func() {
-		done <- s.inTx(ctx, func(tx *gorm.DB) error {
+		done <- s.inTx(ctx, ctx, func(tx *gorm.DB) error {
 			return tx.Exec("UPDATE products SET stock = stock - 1 WHERE sku = ?", "BH-1").Error
 		})
 	}()

@@ -17,9 +17,10 @@ import (
 // queued while the lock was being acquired, so it is also bounded in time by one lock hand-over.
 const maxBatch = 64
 
-// batchTimeout bounds one batch's transaction; the batch serves many clients, so no single
-// client's context may cancel it.
-const batchTimeout = 30 * time.Second
+// batchBound bounds one batch's transaction, as a change's: its statements and work within the
+// transaction budget (txBudget), its COMMIT within the store's read timeout. The batch serves
+// many clients, so no single client's context may cancel it.
+func (s *Server) batchBound() time.Duration { return s.txBudget() + s.store.ReadTimeout() }
 
 // batcher coalesces one SKU's concurrent purchases on this replica (mode zk-batch): the purchases
 // queue here in arrival order, one goroutine takes the ZooKeeper lock once for the queue head and
@@ -100,7 +101,7 @@ func (s *Server) sellBatched(ctx context.Context, p inventory.Purchase) (invento
 		}
 	}
 	// A batch holds the lock and has the purchase: its answer is the truth, and comes within
-	// batchTimeout, whether or not the client is still there to hear it.
+	// batchBound and settleBound, whether or not the client is still there to hear it.
 	a := <-r.done
 	return a.res, a.err
 }
@@ -231,7 +232,7 @@ func (b *batcher) serveOne() {
 		if len(batch) == 0 {
 			return nil
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), b.s.batchBound())
 		defer cancel()
 		fence := inventory.Fence{Issuer: lm.issuer, Token: held.Tokens()[b.sku]}
 		for i, a := range b.settle(ctx, batch, b.sellRecovering(ctx, held, fence, batch), log) {

@@ -2,12 +2,12 @@ package order
 
 import "time"
 
-// SetHTTPTimeouts shortens Run's server timeouts for a test (read: ReadTimeout; margin: what
-// WriteTimeout adds to LOCK_TIMEOUT and WORK_DELAY); the returned func restores them.
-func SetHTTPTimeouts(read, margin time.Duration) (restore func()) {
-	r, m := readTimeout, writeMargin
-	readTimeout, writeMargin = read, margin
-	return func() { readTimeout, writeMargin = r, m }
+// SetHTTPTimeouts shortens Run's server timeouts for a test (read: ReadTimeout; write:
+// WriteTimeout, instead of the longest change and its margin); the returned func restores them.
+func SetHTTPTimeouts(read, write time.Duration) (restore func()) {
+	r, w := readTimeout, writeTimeoutOverride
+	readTimeout, writeTimeoutOverride = read, write
+	return func() { readTimeout, writeTimeoutOverride = r, w }
 }
 
 // StreamWriteTimeout is how long a live stream's write may wait for its reader.

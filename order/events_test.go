@@ -538,8 +538,8 @@ func TestShutdownWithStalledReader(t *testing.T) {
 
 // A stream lives past the server's ReadTimeout and WriteTimeout, which bound every other route.
 func TestStreamOutlivesServerTimeouts(t *testing.T) {
-	defer order.SetHTTPTimeouts(time.Second, 0)()
-	url, _, _ := runReplica(t, 0) // WriteTimeout: LOCK_TIMEOUT 5 s + WORK_DELAY 0 + margin 0
+	defer order.SetHTTPTimeouts(time.Second, 5*time.Second)()
+	url, _, _ := runReplica(t, 0) // WriteTimeout 5 s
 	const sku = "EV-LONG"
 	if rep := call(t, "PUT", url+"/admin/products/"+sku, `{"stock":10}`, "Authorization", "Bearer "+adminToken); rep.status != 200 {
 		t.Fatalf("reset: %d %s", rep.status, rep.raw)

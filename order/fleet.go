@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/zkstock/zkstock/dlock/fleet"
-	"github.com/zkstock/zkstock/inventory"
 )
 
 // The fleet: every replica of one FLEET runs the fleet's lock mode, kept in ZooKeeper under
@@ -63,21 +62,18 @@ func (s *Server) canRun(m LockMode) error {
 	return nil
 }
 
-// longestChange bounds one change from admission to answer: its lock waits, one LOCK_TIMEOUT in
-// all (lockWait); the database round trips outside the lock, each within the store's read
-// timeout; at most two attempts under the lock (the second after a stale token), each the work,
-// its transaction's round trips (a cart's, at its largest) and the release, with the repair of
-// the token counter between; and one settle of an unanswered COMMIT (settleBound).
+// longestChange bounds one change from admission to answer and the release of its locks. Before
+// its deadline, LOCK_TIMEOUT and the transaction budget after it arrived (lockwait.go), it
+// waits for the fleet and its locks, reads outside them, and runs its transaction's statements
+// and work, in every attempt; no COMMIT is sent after it. Past it run only these, each within a
+// bound of its own and counted once: the transaction's last round trip, sent before it (its
+// COMMIT, or the ROLLBACK of a transaction that did not commit), within the store's read
+// timeout; the settle of an unanswered COMMIT (settleBound); the release of the locks
+// (releaseTimeout). A purchase of zk-batch is taken by a batch by its lock deadline and answered
+// within batchBound and settleBound after that.
 func (s *Server) longestChange() time.Duration {
-	rt := s.store.ReadTimeout()
-	attempt := s.cfg.WorkDelay + changeRoundTrips(inventory.MaxCartItems)*rt + releaseTimeout
-	return s.cfg.LockTimeout + outsideRoundTrips*rt + 2*attempt + releaseTimeout + s.settleBound()
+	return s.cfg.LockTimeout + s.txBudget() + s.store.ReadTimeout() + s.settleBound() + releaseTimeout
 }
-
-// outsideRoundTrips is the most round trips a change makes outside its locks: a purchase's
-// reads of the product, of its key, of the stock before it queues, and of its key after a short
-// read, before it queues and after it was sent away.
-const outsideRoundTrips = 5
 
 // switchBound is how long a switch waits for the fleet: every change open when it queued must be
 // able to end, and a replica that died holding its place must have lost its session.
@@ -89,20 +85,21 @@ func (s *Server) switchBound() time.Duration {
 }
 
 // admit lets a change in under the fleet's mode, waiting for a switch under way at most until
-// the change's lock deadline, which it sets LOCK_TIMEOUT from now (lockWait); the returned
-// context carries the pass and the deadline, and done ends the pass.
+// the change's lock deadline. It sets the change's deadlines (changeDeadline): the returned
+// context carries the pass and both, and done ends the pass and the context.
 func (s *Server) admit(ctx context.Context) (_ context.Context, _ LockMode, done func(), _ error) {
-	ctx = withLockDeadline(ctx, time.Now().Add(s.cfg.LockTimeout))
+	ctx, end := s.changeDeadline(ctx)
 	wctx, cancel := s.lockWait(ctx)
 	defer cancel()
 	p, err := s.fleet.Enter(wctx)
 	if err != nil {
+		end()
 		if !errors.Is(err, fleet.ErrSwitching) && !errors.Is(err, fleet.ErrClosed) {
 			s.log.Debug("the fleet did not admit a change", "err", err) // the member logs its state once, readyz says it
 		}
 		return ctx, "", nil, err
 	}
-	return withPass(ctx, p), LockMode(p.Mode().Name), p.Exit, nil
+	return withPass(ctx, p), LockMode(p.Mode().Name), func() { p.Exit(); end() }, nil
 }
 
 // fleetError is the answer to a change the fleet did not admit; nothing was sold.

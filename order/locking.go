@@ -49,7 +49,8 @@ func (s *Server) run(ctx context.Context, log requestLog, ch change) error {
 	}
 	sorted := slices.Sorted(slices.Values(ch.skus))
 	err = s.runOnce(ctx, lm, pass, sorted, log, ch)
-	if lm.repairStale != nil && errors.Is(err, inventory.ErrStaleToken) && lm.repairStale(s, ctx, sorted, log) {
+	// A second attempt only before the change's deadline: none runs past it (longestChange).
+	if lm.repairStale != nil && errors.Is(err, inventory.ErrStaleToken) && ctx.Err() == nil && lm.repairStale(s, ctx, sorted, log) && ctx.Err() == nil {
 		err = s.runOnce(ctx, lm, pass, sorted, log, ch) // the refusal wrote nothing
 	}
 	return err
@@ -58,8 +59,10 @@ func (s *Server) run(ctx context.Context, log requestLog, ch change) error {
 func (s *Server) runOnce(ctx context.Context, lm lockMode, pass *fleet.Pass, sorted []string, log requestLog, ch change) error {
 	admitted := stillAdmitted(pass)
 	if lm.lock == nil {
-		err := ch.apply(ctx, lm.protect, fencing{}, inventory.Hooks{Work: s.work(pass), BeforeCommit: admitted})
-		return s.settle(ctx, ch, err, log)
+		tctx, deadline, end := txContext(ctx)
+		defer end()
+		err := ch.apply(tctx, lm.protect, fencing{}, inventory.Hooks{Work: s.work(pass), BeforeCommit: admitted, Deadline: deadline})
+		return s.settle(tctx, ch, err, log)
 	}
 	var held holding
 	return s.withLock(ctx, log, func(lockCtx context.Context) (release, error) {
@@ -75,9 +78,11 @@ func (s *Server) runOnce(ctx context.Context, lm lockMode, pass *fleet.Pass, sor
 		held = h
 		return h.Unlock, nil
 	}, func() error {
-		err := ch.apply(ctx, lm.protect, fencing{issuer: lm.issuer, tokens: held.Tokens()},
-			inventory.Hooks{Work: s.work(held), BeforeCommit: func() error { return errors.Join(stillHeld(held)(), admitted()) }})
-		return s.settle(ctx, ch, err, log)
+		tctx, deadline, end := txContext(ctx)
+		defer end()
+		err := ch.apply(tctx, lm.protect, fencing{issuer: lm.issuer, tokens: held.Tokens()},
+			inventory.Hooks{Work: s.work(held), BeforeCommit: func() error { return errors.Join(stillHeld(held)(), admitted()) }, Deadline: deadline})
+		return s.settle(tctx, ch, err, log)
 	})
 }
 
@@ -165,7 +170,11 @@ type release func(context.Context) error
 func (s *Server) withLock(ctx context.Context, log requestLog, acquire func(context.Context) (release, error), critical func() error) error {
 	waitStart := time.Now()
 	lockCtx, cancel := s.lockWait(ctx)
-	rel, err := acquire(lockCtx)
+	var rel release
+	err := lockCtx.Err() // a lock deadline passed already: no wait begins
+	if err == nil {
+		rel, err = acquire(lockCtx)
+	}
 	cancel()
 	s.metrics.lockWait.Observe(time.Since(waitStart).Seconds())
 	if err != nil {

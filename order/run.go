@@ -16,22 +16,19 @@ import (
 	"github.com/zkstock/zkstock/inventory"
 )
 
-// shutdownGrace bounds how long zk-batch's batches may take to finish on shutdown (one batch's
-// transaction, batchTimeout, and its settling).
-const shutdownGrace = 30 * time.Second
-
 // The HTTP server's timeouts, so that no client holds a connection, a goroutine or a shutdown
 // for long by sending or reading slowly. Requests are small (a body of at most 4 KiB), so a
-// request must arrive whole within readTimeout. A response must be written within the longest a
-// handler may take, writeTimeout: the wait for the lock (LOCK_TIMEOUT), the work inside it
-// (WORK_DELAY), and writeMargin for the transaction, an unanswered COMMIT's resolution and the
-// release. Live streams (GET /v1/events) lift both and set a deadline per event instead
-// (streamWriteTimeout). Variables, so that tests can shorten them.
+// request must arrive whole within readTimeout. A response must be written within writeTimeout:
+// the longest a handler may take (longestChange), so that no answer is cut off, and writeMargin
+// to write it. Live streams (GET /v1/events) lift both and set a deadline per event instead
+// (streamWriteTimeout). Variables, so that tests can shorten them (writeTimeoutOverride: a
+// test's WriteTimeout instead of the derived one).
 var (
-	readHeaderTimeout = 5 * time.Second
-	readTimeout       = 10 * time.Second
-	writeMargin       = 60 * time.Second
-	idleTimeout       = 60 * time.Second
+	readHeaderTimeout    = 5 * time.Second
+	readTimeout          = 10 * time.Second
+	writeMargin          = 20 * time.Second
+	idleTimeout          = 60 * time.Second
+	writeTimeoutOverride time.Duration
 )
 
 // startWindow bounds how long a replica tries each step of its start (open the database, migrate
@@ -85,7 +82,12 @@ func startFailed(ctx context.Context, log *slog.Logger, err error) error {
 // is refused) is given up and dialled again, rather than waited on for the whole window.
 const startAttempt = 5 * time.Second
 
-func writeTimeout(cfg Config) time.Duration { return cfg.LockTimeout + cfg.WorkDelay + writeMargin }
+func writeTimeout(longestChange time.Duration) time.Duration {
+	if writeTimeoutOverride > 0 {
+		return writeTimeoutOverride
+	}
+	return longestChange + writeMargin
+}
 
 // Run connects to ZooKeeper and the database, creates the tables, joins the fleet and serves until
 // ctx ends. Then it stops accepting, lets every change in flight finish (for as long as the
@@ -149,7 +151,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return fmt.Errorf("orderd: listen: %w", err)
 	}
 	httpSrv := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: readHeaderTimeout, ReadTimeout: readTimeout,
-		WriteTimeout: writeTimeout(cfg), IdleTimeout: idleTimeout, ConnContext: srv.ConnContext}
+		WriteTimeout: writeTimeout(srv.longestChange()), IdleTimeout: idleTimeout, ConnContext: srv.ConnContext}
 	httpSrv.RegisterOnShutdown(srv.EndStreams) // Shutdown waits for handlers; live streams never end by themselves
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- httpSrv.Serve(ln) }()

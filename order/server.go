@@ -151,7 +151,7 @@ func (s *Server) Close() {
 		s.log.Warn("left the fleet with changes still in flight", "err", err)
 	}
 	cancel()
-	s.waitForBatches(shutdownGrace)
+	s.waitForBatches(s.longestChange()) // a batch is a change: its lock wait, batchBound, its settle, its release
 	s.herdMu.Lock()
 	if s.herd != nil {
 		_ = s.herd.Close()
