@@ -7,6 +7,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
+
+	"gorm.io/gorm"
 )
 
 // ServerConn names one connection of one run of the database server. MariaDB numbers its
@@ -32,6 +35,21 @@ func (ServerRun) TableName() string { return "server_runs" }
 
 // serverRunOptions make server_runs a MEMORY table (see ServerRun).
 const serverRunOptions = "ENGINE=MEMORY"
+
+// checkServerRunsEngine refuses a server_runs that is not a MEMORY table (made by hand, or by a
+// server that substituted another engine): its mark would outlive a restart, and a connection id
+// of an earlier run would again name a stranger.
+func checkServerRunsEngine(db *gorm.DB) error {
+	var engine string
+	if err := db.Raw("SELECT ENGINE FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'server_runs'").
+		Row().Scan(&engine); err != nil {
+		return fmt.Errorf("read server_runs' engine: %w", err)
+	}
+	if !strings.EqualFold(engine, "MEMORY") {
+		return fmt.Errorf("%w: server_runs' engine is %s, not MEMORY: its mark would outlive a restart of the server; drop it, and migrate again", ErrMisconfigured, engine)
+	}
+	return nil
+}
 
 // runColumn reads the run's mark, NULL when this run has none yet (runMark sets it).
 const runColumn = "(SELECT run FROM server_runs WHERE id = 1)"

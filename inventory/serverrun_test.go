@@ -120,3 +120,22 @@ func TestEndTransactionAfterARestartLeavesAStrangerAlone(t *testing.T) {
 		t.Errorf("the stranger with connection id %d after the transaction was ended: %v (killed in its place)", id, err)
 	}
 }
+
+// server_runs must be a MEMORY table, which every start of the server empties: one that is not
+// (made so by hand, or by a server that substitutes another engine for MEMORY) keeps its mark
+// across restarts, and a connection id of an earlier run would again name a stranger. The
+// migration refuses it.
+func TestMigrateRefusesServerRunsThatOutliveARestart(t *testing.T) {
+	dsn := testenv.MySQLDatabase(t)
+	testenv.Exec(t, dsn, "CREATE TABLE server_runs (id TINYINT PRIMARY KEY, run VARCHAR(32) NOT NULL) ENGINE=InnoDB")
+	ctx := context.Background()
+	s, err := inventory.Open(ctx, dsn, inventory.PoolOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	err = s.Migrate(ctx)
+	if !errors.Is(err, inventory.ErrMisconfigured) || !strings.Contains(err.Error(), "MEMORY") {
+		t.Fatalf("migrate with an InnoDB server_runs: %v; want ErrMisconfigured naming MEMORY", err)
+	}
+}

@@ -218,6 +218,9 @@ func (s *Store) Migrate(ctx context.Context) error {
 		if err := session().Set("gorm:table_options", serverRunOptions).AutoMigrate(&ServerRun{}); err != nil {
 			return err
 		}
+		if err := checkServerRunsEngine(session()); err != nil {
+			return err
+		}
 		return binaryCollation(session)
 	})
 	if err != nil {

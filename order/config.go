@@ -106,19 +106,26 @@ func LoadConfig(args []string, getenv func(string) string, out io.Writer) (Confi
 		}
 		return def
 	}
+	// secret is a flag whose environment variable may hold a secret: -h shows def, never the
+	// environment's value, which is applied after parsing unless the flag was given.
+	secrets := map[string]string{}
+	secret := func(name, variable, def, usage string) *string {
+		secrets[name] = variable
+		return fs.String(name, def, usage)
+	}
 	var (
 		httpAddr    = fs.String("http-addr", env("HTTP_ADDR", ":8080"), "listen address (HTTP_ADDR)")
 		replica     = fs.String("replica-id", env("REPLICA_ID", ReplicaIDFromHost(host)), "this replica's name in orders, logs and lock nodes (REPLICA_ID)")
 		zkServers   = fs.String("zk-servers", env("ZK_SERVERS", "127.0.0.1:2181"), "comma-separated ZooKeeper servers (ZK_SERVERS)")
-		zkAuth      = fs.String("zk-auth", env("ZK_AUTH", ""), "zkstock's ZooKeeper identity, user:password (digest) (ZK_AUTH)")
+		zkAuth      = secret("zk-auth", "ZK_AUTH", "", "zkstock's ZooKeeper identity, user:password (digest) (ZK_AUTH)")
 		zkAuthFile  = fs.String("zk-auth-file", env("ZK_AUTH_FILE", ""), "a file holding user:password, instead of -zk-auth (ZK_AUTH_FILE)")
 		zkOpenACL   = fs.String("zk-open-acl", env("ZK_OPEN_ACL", "false"), "true: no identity, every node open to every ZooKeeper client (insecure) (ZK_OPEN_ACL)")
 		zkSession   = fs.String("zk-session-timeout", env("ZK_SESSION_TIMEOUT", "10s"), "ZooKeeper session timeout (ZK_SESSION_TIMEOUT)")
-		dsn         = fs.String("mysql-dsn", env("MYSQL_DSN", "root@tcp(127.0.0.1:3306)/zkstock?parseTime=true"), "database (MYSQL_DSN)")
+		dsn         = secret("mysql-dsn", "MYSQL_DSN", "root@tcp(127.0.0.1:3306)/zkstock?parseTime=true", "database (MYSQL_DSN)")
 		lockMode    = fs.String("lock-mode", env("LOCK_MODE", string(ModeZK)), joinModes()+" (LOCK_MODE)")
 		lockTimeout = fs.String("lock-timeout", env("LOCK_TIMEOUT", "5s"), "longest wait for a lock before 503 (LOCK_TIMEOUT)")
 		workDelay   = fs.String("work-delay", env("WORK_DELAY", "0"), "simulated work inside the critical section (WORK_DELAY)")
-		adminToken  = fs.String("admin-token", env("ADMIN_TOKEN", ""), "bearer token for /admin; empty disables it (ADMIN_TOKEN)")
+		adminToken  = secret("admin-token", "ADMIN_TOKEN", "", "bearer token for /admin; empty disables it (ADMIN_TOKEN)")
 		logLevel    = fs.String("log-level", env("LOG_LEVEL", "info"), "debug, info, warn or error (LOG_LEVEL)")
 		redisAddr   = fs.String("redis-addr", env("REDIS_ADDR", "127.0.0.1:6379"), "Redis for the redis lock modes (REDIS_ADDR)")
 		streams     = fs.String("event-streams", env("EVENT_STREAMS", "64"), "most live-page streams open at once (EVENT_STREAMS)")
@@ -130,6 +137,15 @@ func LoadConfig(args []string, getenv func(string) string, out io.Writer) (Confi
 	)
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err
+	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	for name, variable := range secrets {
+		if v := getenv(variable); v != "" && !given[name] {
+			if err := fs.Set(name, v); err != nil {
+				return Config{}, fmt.Errorf("%s: %w", variable, err)
+			}
+		}
 	}
 	if fs.NArg() > 0 {
 		return Config{}, fmt.Errorf("unexpected arguments: %v", fs.Args())

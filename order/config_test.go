@@ -124,3 +124,36 @@ func TestReplicaIDFromHostIsValidForAnyHostName(t *testing.T) {
 		}
 	}
 }
+
+// -h never prints a secret the environment holds (ZK_AUTH, ADMIN_TOKEN, a password in
+// MYSQL_DSN), while the environment still sets them and a flag still overrides it.
+func TestUsageHidesSecretsFromTheEnvironment(t *testing.T) {
+	vars := map[string]string{"REPLICA_ID": "order1", "ZK_AUTH": "zkstock:zk-s3cret", "ADMIN_TOKEN": "admin-s3cret",
+		"MYSQL_DSN": "svc:db-s3cret@tcp(db:3306)/zkstock"}
+	var usage strings.Builder
+	if _, err := order.LoadConfig([]string{"-h"}, env(vars), &usage); !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("-h: %v", err)
+	}
+	for _, secret := range []string{"zk-s3cret", "admin-s3cret", "db-s3cret"} {
+		if strings.Contains(usage.String(), secret) {
+			t.Errorf("-h prints the secret %q", secret)
+		}
+	}
+	if !strings.Contains(usage.String(), "root@tcp(127.0.0.1:3306)/zkstock?parseTime=true") {
+		t.Error("-h no longer shows MYSQL_DSN's default")
+	}
+	cfg, err := order.LoadConfig(nil, env(vars), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.ZKAuth.Password != "zk-s3cret" || cfg.AdminToken != "admin-s3cret" || cfg.MySQLDSN != vars["MYSQL_DSN"] {
+		t.Errorf("the environment's secrets are not applied: %+v", cfg)
+	}
+	cfg, err = order.LoadConfig([]string{"-admin-token", "flag-token", "-mysql-dsn", "u@tcp(x:1)/z"}, env(vars), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.AdminToken != "flag-token" || cfg.MySQLDSN != "u@tcp(x:1)/z" {
+		t.Errorf("a flag does not override the environment: %+v", cfg)
+	}
+}

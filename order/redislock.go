@@ -32,12 +32,14 @@ func tokenKey(sku string) string { return redisKeyPrefix + sku + ":token" }
 // in between come back with a newer token than its successor's. The lock's value is the holding's
 // random name, ':' and its token, and the script is idempotent for one name: run again after its
 // reply was lost (the server set the lock, the answer never came), it answers the token it gave,
-// instead of leaving a lock nobody knows it holds to block the SKU until it expires.
+// instead of leaving a lock nobody knows it holds to block the SKU until it expires; and it gives
+// the lock its whole expiry again, as a fresh acquisition has it, for the watchdog counts from now.
 var acquireWithToken = redis.NewScript(`
 local held = redis.call('GET', KEYS[1])
 if held then
 	local mine = ARGV[1] .. ':'
 	if string.sub(held, 1, #mine) == mine then
+		redis.call('PEXPIRE', KEYS[1], ARGV[2])
 		return tonumber(string.sub(held, #mine + 1))
 	end
 	return 0
@@ -52,6 +54,7 @@ var acquirePlain = redis.NewScript(`
 local held = redis.call('GET', KEYS[1])
 if held then
 	if held == ARGV[1] then
+		redis.call('PEXPIRE', KEYS[1], ARGV[2])
 		return 1
 	end
 	return 0

@@ -62,3 +62,36 @@ func TestRedisCancelledAcquisitionLeavesNoLock(t *testing.T) {
 		})
 	}
 }
+
+// A try answered "yours" because an earlier try of the same holding set the lock (its answer was
+// lost) gives the lock its whole TTL again: the lock set then may be near its end, and the
+// watchdog's first extension, a third of the TTL after the answer, would come after it expired
+// and another replica took it.
+func TestRedisRetriedAcquisitionGetsAFullTTL(t *testing.T) {
+	const ttl = 9 * time.Second
+	r := newRedisLocksAt(t, testenv.RedisAddr(t), ttl)
+	ctx := context.Background()
+	for _, fenced := range []bool{false, true} {
+		sku := "RETRIED-" + testenv.UniqueName(t)
+		t.Cleanup(func() { _ = r.client.Del(context.Background(), lockKey(sku), tokenKey(sku)).Err() })
+		name, try, value := "holding-1", acquirePlain, "holding-1"
+		if fenced {
+			try, value = acquireWithToken, "holding-1:7"
+		}
+		// What the lost try left: the lock, a moment before it expires.
+		if err := r.client.Set(ctx, lockKey(sku), value, 300*time.Millisecond).Err(); err != nil {
+			t.Fatal(err)
+		}
+		got, err := r.acquire(ctx, sku, name, try)
+		if err != nil || got <= 0 || fenced && got != 7 {
+			t.Fatalf("fenced %v: the retried try answered %d, %v", fenced, got, err)
+		}
+		left, err := r.client.PTTL(ctx, lockKey(sku)).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if left < ttl-time.Second {
+			t.Errorf("fenced %v: the lock a retried try answered as its own expires in %v, not a TTL (%v) from now", fenced, left, ttl)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package order
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"os"
@@ -70,6 +71,27 @@ func LoadZKAuth(value, file string) (ZKAuth, error) {
 		return a, nil
 	}
 	return ZKAuth{}, nil
+}
+
+// ZKAuthFlags adds -zk-auth and -zk-auth-file to a command's flags; the function it returns,
+// called after fs.Parse, loads the identity (LoadZKAuth) from them, or, for a flag not given, from
+// ZK_AUTH or ZK_AUTH_FILE in getenv. The usage never shows the environment's values. what says
+// who uses the identity, for the usage.
+func ZKAuthFlags(fs *flag.FlagSet, getenv func(string) string, what string) func() (ZKAuth, error) {
+	value := fs.String("zk-auth", "", "ZooKeeper digest identity user:password "+what+", needed under /zkstock (default $ZK_AUTH)")
+	file := fs.String("zk-auth-file", "", "a file holding user:password, instead of -zk-auth (default $ZK_AUTH_FILE)")
+	return func() (ZKAuth, error) {
+		given := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+		v, f := *value, *file
+		if !given["zk-auth"] {
+			v = getenv("ZK_AUTH")
+		}
+		if !given["zk-auth-file"] {
+			f = getenv("ZK_AUTH_FILE")
+		}
+		return LoadZKAuth(v, f)
+	}
 }
 
 // IsZero reports that no identity is set.

@@ -1,6 +1,8 @@
 package order_test
 
 import (
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -67,5 +69,32 @@ func TestZKAuthHidesThePassword(t *testing.T) {
 		if strings.Contains(s, "s3cret") || !strings.Contains(s, "zkstock") {
 			t.Errorf("%q: want the user without the password", s)
 		}
+	}
+}
+
+// The command-line tools' -zk-auth flags never show the environment's identity in their usage,
+// and still take it from there when not given.
+func TestZKAuthFlagsHideTheEnvironment(t *testing.T) {
+	getenv := func(k string) string { return map[string]string{"ZK_AUTH": "zkstock:zk-s3cret"}[k] }
+	fs := flag.NewFlagSet("tool", flag.ContinueOnError)
+	var usage strings.Builder
+	fs.SetOutput(&usage)
+	load := order.ZKAuthFlags(fs, getenv, "the tool's clients use")
+	if err := fs.Parse([]string{"-h"}); !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("-h: %v", err)
+	}
+	if strings.Contains(usage.String(), "zk-s3cret") || !strings.Contains(usage.String(), "ZK_AUTH") {
+		t.Errorf("usage:\n%s", usage.String())
+	}
+	if a, err := load(); err != nil || a.Password != "zk-s3cret" {
+		t.Errorf("from the environment: %v, %v", a, err)
+	}
+	fs = flag.NewFlagSet("tool", flag.ContinueOnError)
+	load = order.ZKAuthFlags(fs, getenv, "the tool's clients use")
+	if err := fs.Parse([]string{"-zk-auth", "other:pw"}); err != nil {
+		t.Fatal(err)
+	}
+	if a, err := load(); err != nil || a.User != "other" || a.Password != "pw" {
+		t.Errorf("the flag: %v, %v", a, err)
 	}
 }

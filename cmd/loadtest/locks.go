@@ -40,8 +40,7 @@ func runLocks(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		hold         = fs.Duration("hold", 0, "time inside the critical section")
 		mdOut        = fs.String("markdown", "", "also write the table as Markdown to this file")
 		svgOut       = fs.String("svg", "", "also write the wake-ups chart as SVG to this file")
-		zkAuth       = fs.String("zk-auth", os.Getenv("ZK_AUTH"), "ZooKeeper digest identity user:password the contenders use, needed under /zkstock (default $ZK_AUTH)")
-		zkAuthFile   = fs.String("zk-auth-file", os.Getenv("ZK_AUTH_FILE"), "a file holding user:password, instead of -zk-auth (default $ZK_AUTH_FILE)")
+		zkAuth       = order.ZKAuthFlags(fs, os.Getenv, "the contenders use")
 	)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -51,7 +50,7 @@ func runLocks(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	cfg := lockbench.Config{Servers: loadtest.SplitList(*zkServers), RedisAddr: *redis, Variants: loadtest.SplitList(*variants),
 		Acquisitions: *acquisitions, Hold: *hold, Timeout: 10 * time.Minute}
-	auth, err := order.LoadZKAuth(*zkAuth, *zkAuthFile)
+	auth, err := zkAuth()
 	if err != nil {
 		fmt.Fprintf(stderr, "loadtest locks: %v\n\n", err)
 		fs.Usage()

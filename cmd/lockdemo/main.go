@@ -46,8 +46,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	name := fs.String("name", fmt.Sprintf("pid-%d", os.Getpid()), "name shown in the output and in the lock node")
 	wait := fs.Duration("timeout", time.Minute, "longest wait for the lock")
 	reenter := fs.Bool("reenter", false, "while holding, lock again with and without the lease's context")
-	zkAuth := fs.String("zk-auth", os.Getenv("ZK_AUTH"), "ZooKeeper digest identity user:password, needed under zkstock's /zkstock (default $ZK_AUTH)")
-	zkAuthFile := fs.String("zk-auth-file", os.Getenv("ZK_AUTH_FILE"), "a file holding user:password, instead of -zk-auth (default $ZK_AUTH_FILE)")
+	zkAuth := order.ZKAuthFlags(fs, os.Getenv, "the lock's client uses")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -59,7 +58,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	kind, path := fs.Arg(0), fs.Arg(1)
-	auth, err := order.LoadZKAuth(*zkAuth, *zkAuthFile)
+	auth, err := zkAuth()
 	if err != nil {
 		fmt.Fprintf(stderr, "lockdemo: %v\n\n", err)
 		fs.Usage()

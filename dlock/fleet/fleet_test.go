@@ -417,3 +417,15 @@ func TestNoPassesOfTwoModesOverlap(t *testing.T) {
 	}
 	t.Logf("%d switches, %d passes, none of two modes overlapping", switches, admitted.Load())
 }
+
+// NoDrain, a planted mistake for the checker's controls, is refused by a build without the
+// zkstock_lies tag: no user of the package can switch without the barrier by setting a field.
+func TestNoDrainNeedsThePlantedBuild(t *testing.T) {
+	_, err := fleet.Join(nil, fleet.Config{Root: "/zkstock-test/fleets/nodrain", ID: "m1", Seed: "a", Modes: []string{"a"}, NoDrain: true})
+	if fleet.NoDrainPlantable {
+		t.Skip("built with zkstock_lies")
+	}
+	if err == nil {
+		t.Fatal("Join took NoDrain in a build without the zkstock_lies tag")
+	}
+}

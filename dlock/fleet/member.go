@@ -54,9 +54,9 @@ type Config struct {
 	// barrier cannot make every switch fail. Default 30 s.
 	SwitchTimeout time.Duration
 	Log           *slog.Logger
-	// NoDrain is a planted mistake, for the checker's negative control only (order sets it in a
-	// build with the zkstock_lies tag, never otherwise): Switch writes the mode without the
-	// barrier, and a member takes a new mode at once, its passes under the old one still open.
+	// NoDrain is a planted mistake, for the checker's negative control only: Switch writes the
+	// mode without the barrier, and a member takes a new mode at once, its passes under the old
+	// one still open. Join refuses it but in a build with the zkstock_lies tag.
 	NoDrain bool
 }
 
@@ -115,6 +115,9 @@ func Join(c *dlock.Client, cfg Config) (*Member, error) {
 	}
 	if cfg.Seed == "" {
 		return nil, errors.New("fleet: a seed mode is required")
+	}
+	if cfg.NoDrain && !noDrainPlantable {
+		return nil, errors.New("fleet: NoDrain, a planted mistake, is taken only by a build with the zkstock_lies tag")
 	}
 	if cfg.CanRun == nil {
 		cfg.CanRun = func(mode string) error {

@@ -12,6 +12,10 @@ import (
 // The planted mistake Config.NoDrain, for the checker's negative control: a switch that does not
 // drain. Nothing else calls these.
 
+// noDrainPlantable says whether Join takes Config.NoDrain: only in a build with the zkstock_lies
+// tag (nodrain_on.go); every other build refuses it.
+var noDrainPlantable bool
+
 // switchUndrained writes the mode without taking the barrier.
 func (m *Member) switchUndrained(ctx context.Context, cur Mode, to string) (Mode, error) {
 	_, err := dlock.Do(ctx, m.c, func(conn *zk.Conn) (*zk.Stat, error) {

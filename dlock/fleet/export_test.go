@@ -1,0 +1,4 @@
+package fleet
+
+// NoDrainPlantable says whether this build takes Config.NoDrain.
+var NoDrainPlantable = noDrainPlantable
