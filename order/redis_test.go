@@ -17,7 +17,7 @@ import (
 // wrote nothing, raises the counter to the fence and tries again: sales go on, and no accepted
 // token is ever below one the fence saw.
 func TestRedisFencedRecoversFromALostCounter(t *testing.T) {
-	rdb := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr(t)})
+	rdb := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr(t), Password: testenv.RedisAdminPassword()})
 	t.Cleanup(func() { _ = rdb.Close() })
 	rs := newCluster(t, 2, clusterOpts{Mode: order.ModeRedisFenced})
 	sku := "REDIS-RESTART"
@@ -55,7 +55,7 @@ func TestRedisFencedRecoversFromALostCounter(t *testing.T) {
 // The watchdog keeps a lock held past its expiry: a purchase whose work takes longer than the TTL
 // still commits, and nobody else gets in meanwhile.
 func TestRedisWatchdogExtendsTheLock(t *testing.T) {
-	rdb := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr(t)})
+	rdb := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr(t), Password: testenv.RedisAdminPassword()})
 	t.Cleanup(func() { _ = rdb.Close() })
 	for _, mode := range []order.LockMode{order.ModeRedis, order.ModeRedisFenced} {
 		t.Run(string(mode), func(t *testing.T) {

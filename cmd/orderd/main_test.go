@@ -75,7 +75,7 @@ func testGracefulShutdownUnderLoad(t *testing.T, mode string) {
 
 	cmd := exec.Command(bin)
 	cmd.Env = append(os.Environ(), "HTTP_ADDR="+addr, "REPLICA_ID=orderd-test", "ZK_SERVERS="+strings.Join(testenv.ZKServers(t), ","),
-		"MYSQL_DSN="+dsn, "ADMIN_TOKEN=secret", "WORK_DELAY=20ms", "LOCK_TIMEOUT=20s", "LOG_LEVEL=info", "LOCK_MODE="+mode)
+		"MYSQL_DSN="+testenv.ServiceDSN(t, dsn), "MYSQL_MIGRATE_DSN="+dsn, "ADMIN_TOKEN=secret", "WORK_DELAY=20ms", "LOCK_TIMEOUT=20s", "LOG_LEVEL=info", "LOCK_MODE="+mode)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

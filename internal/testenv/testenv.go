@@ -51,7 +51,17 @@ func ZKEnsemble(t testing.TB) []string { return list(t, "ZK_ENSEMBLE") }
 // RedisAddr is the Redis (persistence off) of the redis lock modes.
 func RedisAddr(t testing.TB) string { return value(t, "REDIS_ADDR") }
 
-// MySQLDSN is the MariaDB DSN of the database zkstock.
+// RedisUser is the redis modes' ACL user and its password (REDIS_USERNAME, REDIS_PASSWORD; both
+// empty on a Redis without ACL users).
+func RedisUser() (username, password string) {
+	return os.Getenv("REDIS_USERNAME"), os.Getenv("REDIS_PASSWORD")
+}
+
+// RedisAdminPassword is the password of Redis's default user, which may run every command
+// (REDIS_ADMIN_PASSWORD; empty on a Redis without one).
+func RedisAdminPassword() string { return os.Getenv("REDIS_ADMIN_PASSWORD") }
+
+// MySQLDSN is the MariaDB DSN of the database zkstock, as the service's user (rows only).
 func MySQLDSN(t testing.TB) string { return value(t, "MYSQL_DSN") }
 
 func list(t testing.TB, name string) []string {
