@@ -22,6 +22,8 @@
 #   ZK_SERVERS    one standalone ZooKeeper (tickTime 500 ms: sessions from 1 s to 10 s, the
 #                 20 ticks ZooKeeper grants at most by default, so that tests meet a server
 #                 that grants less than a client asks)
+#   ZK_AUTH       zkstock's ZooKeeper identity (digest user:password), generated for this run:
+#                 the nodes zkstock creates only it may change
 #   ZK_ENSEMBLE   three ZooKeeper peers in one quorum, comma-separated client addresses
 #   MYSQL_DSN     zkstock's service user on a fresh MariaDB, database zkstock (rows only: see
 #                 scripts/mysql-init/zkstock-users.sh)
@@ -295,8 +297,8 @@ cmd_start() {
 	dir=$(cd "$dir" && pwd)
 	start_zk_standalone "$dir/zk"
 	[ $ensemble -eq 1 ] && start_zk_ensemble "$dir/ensemble"
-	local rootpw svcpw migpw redispw redisadminpw
-	rootpw=$(secret) svcpw=$(secret) migpw=$(secret) redispw=$(secret) redisadminpw=$(secret)
+	local rootpw svcpw migpw redispw redisadminpw zkpw
+	rootpw=$(secret) svcpw=$(secret) migpw=$(secret) redispw=$(secret) redisadminpw=$(secret) zkpw=$(secret)
 	start_mysql "$dir/mysql"
 	start_redis "$dir/redis" "$redisadminpw" "$redispw"
 
@@ -334,6 +336,7 @@ cmd_start() {
 	fi
 	cat >"$dir/env.sh" <<EOF
 export ZK_SERVERS=127.0.0.1:$zkport
+export ZK_AUTH=zkstock:$zkpw
 export ZK_DIR=$dir/zk
 export ZK_ENSEMBLE=$ens
 export ZK_ENSEMBLE_DIRS=$ensdirs
