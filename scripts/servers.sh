@@ -262,19 +262,9 @@ start_redis_server() {
 	echo $! >"$dir/pid"
 }
 
-# redis_acl DIR ADMIN_PASSWORD SERVICE_PASSWORD writes Redis's users to DIR/users.acl, its aclfile
-# (loaded at every start, start-server's too): the default user behind a password, and
-# zkstock's user with only what the redis modes send (order/redislock.go and go-redsync's scripts:
-# SET NX PX, GET, DEL, PEXPIRE, INCR, inside EVAL/EVALSHA; HELLO, AUTH and PING to connect) on
-# their keys alone (zkstock:lock:*). Passwords are stored as their SHA-256.
-redis_acl() {
-	local dir=$1
-	{
-		echo "user default on #$(printf %s "$2" | sha256sum | cut -d' ' -f1) ~* &* +@all"
-		echo "user zkstock on #$(printf %s "$3" | sha256sum | cut -d' ' -f1) resetkeys ~zkstock:lock:* resetchannels -@all" \
-			"+get +set +del +pexpire +incr +eval +evalsha +hello +auth +ping"
-	} >"$dir/users.acl"
-}
+# redis_acl DIR ADMIN_PASSWORD SERVICE_PASSWORD writes Redis's users (scripts/redis-users.sh) to
+# DIR/users.acl, its aclfile, loaded at every start (start-server's too).
+redis_acl() { "$(dirname "$0")/redis-users.sh" "$2" "$3" >"$1/users.acl"; }
 
 # secret prints a random password: 32 hex digits.
 secret() { od -An -N16 -tx1 /dev/urandom | tr -d ' \n'; }
