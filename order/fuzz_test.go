@@ -278,4 +278,3 @@ func TestFuzzCorporaAnswerEveryCode(t *testing.T) {
 		})
 	}
 }
-
