@@ -50,6 +50,7 @@ func MySQLDatabase(t testing.TB) string {
 		if _, err := db.Exec("DROP DATABASE IF EXISTS `" + name + "`"); err != nil {
 			t.Logf("drop database %s: %v", name, err)
 		}
+		revokeGrants(t, db, name) // a database's grants (AsUser's) outlive it: they go with it
 	})
 	cfg.DBName = name
 	return cfg.FormatDSN()
@@ -127,20 +128,34 @@ func AsUser(t testing.TB, dsn, user string) string {
 		t.Fatalf("the service user %s has no grant on %s", svc.User, svc.DBName)
 	}
 	Exec(t, dsn, grants...)
-	t.Cleanup(func() { // a database's grants outlive it: they go with it
-		db, err := sql.Open("mysql", dsn)
-		if err != nil {
-			return
-		}
-		defer db.Close()
-		for _, g := range grants {
-			revoke := strings.Replace(strings.Replace(g, "GRANT ", "REVOKE ", 1), " TO ", " FROM ", 1)
-			if _, err := db.Exec(revoke); err != nil {
-				t.Logf("%s: %v", revoke, err)
-			}
-		}
-	})
 	out := svc.Clone()
 	out.DBName = target.DBName
 	return out.FormatDSN()
+}
+
+// revokeGrants takes back every user's grant on the database name.
+func revokeGrants(t testing.TB, db *sql.DB, name string) {
+	rows, err := db.Query("SELECT User, Host FROM mysql.db WHERE Db = ?", name)
+	if err != nil {
+		t.Logf("grants on %s: %v", name, err)
+		return
+	}
+	var users [][2]string
+	for rows.Next() {
+		var u [2]string
+		if err := rows.Scan(&u[0], &u[1]); err == nil {
+			users = append(users, u)
+		}
+	}
+	_ = rows.Close()
+	for _, u := range users {
+		var user string // REVOKE takes no placeholders: the names quoted by the server
+		if err := db.QueryRow("SELECT CONCAT(QUOTE(?), '@', QUOTE(?))", u[0], u[1]).Scan(&user); err != nil {
+			t.Logf("quote %s@%s: %v", u[0], u[1], err)
+			continue
+		}
+		if _, err := db.Exec("REVOKE ALL PRIVILEGES ON `" + name + "`.* FROM " + user); err != nil {
+			t.Logf("revoke on %s from %s@%s: %v", name, u[0], u[1], err)
+		}
+	}
 }
