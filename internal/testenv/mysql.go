@@ -85,8 +85,9 @@ func MySQLAdminDSN(t testing.TB) string {
 // With MYSQL_DSN's user the admin itself, it is dsn unchanged.
 func ServiceDSN(t testing.TB, dsn string) string { return AsUser(t, dsn, MySQLDSN(t)) }
 
-// AsUser is dsn's database (one of MySQLDatabase's) as user's user (user is a DSN of that user on
-// its own schema), granted on it what that user has on its own schema, copied from SHOW GRANTS.
+// AsUser is dsn (one of MySQLDatabase's databases, at dsn's address and with its parameters) as
+// user's user (user is a DSN of that user on its own schema), granted on it what that user has on
+// its own schema, copied from SHOW GRANTS.
 func AsUser(t testing.TB, dsn, user string) string {
 	t.Helper()
 	svc, err := mysql.ParseDSN(user)
@@ -128,8 +129,8 @@ func AsUser(t testing.TB, dsn, user string) string {
 		t.Fatalf("the service user %s has no grant on %s", svc.User, svc.DBName)
 	}
 	Exec(t, dsn, grants...)
-	out := svc.Clone()
-	out.DBName = target.DBName
+	out := target.Clone() // its address too: a test's proxy, say
+	out.User, out.Passwd = svc.User, svc.Passwd
 	return out.FormatDSN()
 }
 
