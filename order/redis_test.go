@@ -103,6 +103,9 @@ func TestRedisDownSellsNothing(t *testing.T) {
 func TestRedisUserHasOnlyTheLockKeys(t *testing.T) {
 	user, password := testenv.RedisUser()
 	if user == "" {
+		if testenv.RedisAdminPassword() != "" { // scripts/servers.sh's Redis: it must have the user
+			t.Fatal("REDIS_ADMIN_PASSWORD is set but REDIS_USERNAME is not: the redis modes would run as the default user")
+		}
 		t.Skip("REDIS_USERNAME is not set: a Redis without ACL users")
 	}
 	ctx := context.Background()

@@ -261,9 +261,7 @@ func TestStartWithoutMigrationRightsSaysSo(t *testing.T) {
 	bin := buildOrderd(t)
 	fresh := testenv.MySQLDatabase(t)
 	svc := testenv.ServiceDSN(t, fresh)
-	if svc == fresh {
-		t.Skip("MYSQL_DSN's user is the admin (servers without a service user): nothing to check")
-	}
+	testenv.RequireServiceUser(t, fresh, svc)
 	cmd := exec.Command(bin)
 	cmd.Env = append(os.Environ(), "HTTP_ADDR="+freeAddr(t), "REPLICA_ID=orderd-test", "ZK_SERVERS="+strings.Join(testenv.ZKServers(t), ","),
 		"MYSQL_DSN="+svc, "MYSQL_MIGRATE_DSN=", "ADMIN_TOKEN=secret")

@@ -160,3 +160,17 @@ func revokeGrants(t testing.TB, db *sql.DB, name string) {
 		}
 	}
 }
+
+// RequireServiceUser ends the test when MYSQL_DSN's user is the admin's: skipped on servers of
+// one's own without MYSQL_ADMIN_DSN, failed when MYSQL_ADMIN_DSN names a user of its own, since
+// the service would then run with every right (what scripts/servers.sh must never provision).
+func RequireServiceUser(t testing.TB, dsn, serviceDSN string) {
+	t.Helper()
+	if serviceDSN != dsn {
+		return
+	}
+	if os.Getenv("MYSQL_ADMIN_DSN") != "" {
+		t.Fatal("MYSQL_DSN's user is MYSQL_ADMIN_DSN's: the service would run with every right")
+	}
+	t.Skip("MYSQL_DSN's user is the admin (servers without a service user, no MYSQL_ADMIN_DSN): nothing to check")
+}
