@@ -8,11 +8,15 @@ BENCH_ROUNDS ?= 6
 # make demo DEMO_FLAGS='-requests 300 -stock 30' for a shorter run; any loadtest flag goes
 DEMO_FLAGS ?=
 FUZZTIME ?= 30s
-FUZZ_CORPUS := order/testdata/fuzz/FuzzAPI
 # dlock is a module of its own (dlock/go.mod), which go.mod requires and replaces with ./dlock:
 # ./... from the root stops at its go.mod, so test names its packages by their import path (one
 # go test run, the packages in parallel), and lint vets it from its own module, under its own go line
 DLOCK_PKGS := github.com/zkstock/zkstock/dlock/...
+# The request parsers' fuzz targets (order/fuzz_test.go) and dlock's node-name parser's
+# (dlock/internal/nodename); make test fuzzes each for FUZZTIME_TEST
+FUZZ_TARGETS := FuzzAPI FuzzAdmin
+NODENAME_FUZZ_TARGETS := FuzzParse FuzzNaming
+FUZZTIME_TEST ?= 12s
 
 .PHONY: check-go test test-faults nemesis test-nemesis lint compose-check compose-test screenshots footprint scale scale-ab syscalls-ab bench demo demo-up demo-down flash-sale servers-start servers-stop help
 
@@ -22,9 +26,12 @@ check-go:
 	@GO=$(GO) scripts/check-go.sh
 
 ## test: gofmt, go vet, docker-compose.yml check, then go test -race ./... and dlock's module
-## against real servers; needs root for apt-get (about ten Debian packages, about 640 MB, when missing), up to 20 minutes
+## against real servers, then each fuzz target for FUZZTIME_TEST (12 s; about a minute in all);
+## needs root for apt-get (about ten Debian packages, about 640 MB, when missing), up to 20 minutes
 test: check-go lint compose-check
-	$(SERVERS) run -- $(GO) test -race -count=1 -timeout 20m ./... $(DLOCK_PKGS)
+	$(SERVERS) run -- bash -c '$(GO) test -race -count=1 -timeout 20m ./... $(DLOCK_PKGS) && \
+		for t in $(FUZZ_TARGETS); do $(GO) test -run "^$$" -fuzz "^$$t$$" -fuzztime $(FUZZTIME_TEST) ./order || exit 1; done && \
+		for t in $(NODENAME_FUZZ_TARGETS); do $(GO) -C dlock test -run "^$$" -fuzz "^$$t$$" -fuzztime $(FUZZTIME_TEST) ./internal/nodename || exit 1; done'
 
 ## test-faults: the fault scenarios (processes killed, paused, cut off; ZooKeeper and MariaDB
 ## stopped) and a bounded fuzz run; the results table goes to out/reliability-table.md
@@ -32,10 +39,10 @@ test-faults: check-go lint
 	$(SERVERS) run -- env ZKSTOCK_FAULTS=1 $(GO) test -race -count=1 -timeout 30m -v ./faults
 	@# the inventory tests that restart MariaDB, on servers of their own (make test shares its servers)
 	$(SERVERS) run --no-ensemble -- env ZKSTOCK_FAULTS=1 $(GO) test -race -count=1 -run 'AfterARestart' -v ./inventory
-	$(SERVERS) run --no-ensemble -- $(GO) test -run '^$$' -fuzz FuzzAPI -fuzztime $(FUZZTIME) ./order
+	$(SERVERS) run --no-ensemble -- bash -c 'for t in $(FUZZ_TARGETS); do $(GO) test -run "^$$" -fuzz "^$$t$$" -fuzztime $(FUZZTIME) ./order || exit 1; done'
 	@# keep what the fuzzer found as seed corpus, so that make test replays it
-	mkdir -p $(FUZZ_CORPUS)
-	cp -n $$($(GO) env GOCACHE)/fuzz/github.com/zkstock/zkstock/order/FuzzAPI/* $(FUZZ_CORPUS)/ 2>/dev/null || true
+	for t in $(FUZZ_TARGETS); do mkdir -p order/testdata/fuzz/$$t; \
+		cp -n $$($(GO) env GOCACHE)/fuzz/github.com/zkstock/zkstock/order/$$t/* order/testdata/fuzz/$$t/ 2>/dev/null || true; done
 
 ## nemesis: faults composed at random (faults/nemesis_test.go) under buys, carts, cancels and reads
 ## on three replicas, every history checked by Porcupine, every SKU audited; MODE (a list runs

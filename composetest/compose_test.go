@@ -30,6 +30,7 @@ func TestCompose(t *testing.T) {
 	t.Run("holder-paused", func(t *testing.T) { testHolderPaused(t, s) })
 	t.Run("cut-off-from-zookeeper", func(t *testing.T) { testCutOff(t, s) })
 	t.Run("redis-modes", func(t *testing.T) { testRedisModes(t) })
+	t.Run("credentials", func(t *testing.T) { testCredentials(t, s) })
 }
 
 // What the README's Docker section does by hand.

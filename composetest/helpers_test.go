@@ -16,10 +16,12 @@ import (
 	"github.com/zkstock/zkstock/loadtest"
 )
 
-// The compose file publishes the replicas on these ports and sets this admin token.
+// The compose file publishes the replicas on these ports.
 var replicas = []string{"http://127.0.0.1:8081", "http://127.0.0.1:8082", "http://127.0.0.1:8083"}
 
-const adminToken = "demo"
+// adminToken is the replicas' admin token, from the file scripts/secrets.sh wrote (newStack runs
+// it) and the compose file mounts as ADMIN_TOKEN_FILE.
+var adminToken string
 
 func reset(t testing.TB, sku string, stock int) {
 	t.Helper()

@@ -71,6 +71,14 @@ func newStack(t *testing.T, userFiles ...string) *stack {
 		}
 	}
 	s := &stack{root: root, project: "zkstocktest" + randHex(t, 4), files: files}
+	if out, err := exec.Command(filepath.Join(root, "scripts/secrets.sh")).CombinedOutput(); err != nil {
+		t.Fatalf("scripts/secrets.sh: %v\n%s", err, out)
+	}
+	token, err := os.ReadFile(filepath.Join(root, "secrets/admin_token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	adminToken = strings.TrimSpace(string(token))
 	t.Cleanup(func() {
 		if t.Failed() {
 			out, _ := s.compose(context.Background(), "logs", "--no-color", "--tail", "40")

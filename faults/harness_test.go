@@ -109,7 +109,7 @@ func newReplica(t *testing.T, name, dsn string, zkServers []string, settings ...
 	addr := freeAddr(t)
 	r := &replica{name: name, addr: addr, url: "http://" + addr, t: t}
 	r.env = append([]string{"HTTP_ADDR=" + addr, "REPLICA_ID=" + r.name, "ZK_SERVERS=" + strings.Join(zkServers, ","),
-		"MYSQL_DSN=" + dsn, "ADMIN_TOKEN=faults", "LOG_LEVEL=info", "FLEET=" + fleetOf(t, dsn)}, settings...)
+		"MYSQL_DSN=" + testenv.ServiceDSN(t, dsn), "MYSQL_MIGRATE_DSN=" + dsn, "ADMIN_TOKEN=faults", "LOG_LEVEL=info", "FLEET=" + fleetOf(t, dsn)}, settings...)
 	return r
 }
 

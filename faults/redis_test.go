@@ -23,7 +23,7 @@ func inRedisModes(t *testing.T, scenario func(t *testing.T, mode string)) {
 }
 
 func redisClient(t *testing.T) *redis.Client {
-	c := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr(t)})
+	c := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr(t), Password: testenv.RedisAdminPassword()})
 	t.Cleanup(func() { _ = c.Close() })
 	return c
 }

@@ -1,6 +1,9 @@
 package inventory
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 var (
 	// ErrUnknownSKU: no such product.
@@ -18,4 +21,7 @@ var (
 	// work, whatever the database's state: trying again only delays the answer. (A refused
 	// login or an unknown database is not one: a database being provisioned answers so.)
 	ErrMisconfigured = errors.New("inventory: misconfigured")
+	// ErrMissingPrivilege: the database user lacks a privilege the statement needs (the
+	// server's message names it); an ErrMisconfigured too, since no retry grants it.
+	ErrMissingPrivilege = fmt.Errorf("%w: the database user lacks a privilege", ErrMisconfigured)
 )

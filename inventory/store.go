@@ -223,10 +223,27 @@ func (s *Store) Migrate(ctx context.Context) error {
 		}
 		return binaryCollation(session)
 	})
+	if denied(err) {
+		return fmt.Errorf("inventory: migrate: %w (the migration needs SELECT, CREATE, ALTER and INDEX on the schema: grant them, or give the migration a user of its own, MYSQL_MIGRATE_DSN): %w", ErrMissingPrivilege, err)
+	}
 	if err != nil {
 		return fmt.Errorf("inventory: migrate: %w", err)
 	}
 	return nil
+}
+
+// denied reports whether err is the server refusing a statement for a privilege the user lacks:
+// 1044 (on a database), 1142 (on a table), 1143 (on a column), 1227 (a global privilege).
+func denied(err error) bool {
+	var me *mysql.MySQLError
+	if !errors.As(err, &me) {
+		return false
+	}
+	switch me.Number {
+	case 1044, 1142, 1143, 1227:
+		return true
+	}
+	return false
 }
 
 // Ping checks that the database answers.

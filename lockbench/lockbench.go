@@ -26,13 +26,16 @@ var Variants = []string{"spin", "node-watch", "herd", "fair", "zklock", "redis"}
 
 // Config is one comparison.
 type Config struct {
-	Servers      []string
-	RedisAddr    string // for the redis variant
-	Variants     []string
-	Contenders   []int
-	Acquisitions int           // per variant and contender count
-	Hold         time.Duration // time inside the critical section
-	Timeout      time.Duration // for the whole of one row
+	Servers   []string
+	RedisAddr string // for the redis variant
+	// RedisPassword is the password of Redis's default user, which the bench runs as (it counts
+	// the server's commands with INFO); empty: a Redis without one.
+	RedisPassword string
+	Variants      []string
+	Contenders    []int
+	Acquisitions  int           // per variant and contender count
+	Hold          time.Duration // time inside the critical section
+	Timeout       time.Duration // for the whole of one row
 	// ZKUser and ZKPassword, when set, are the digest identity every ZooKeeper contender
 	// authenticates as; their nodes then get dlock.DigestACL. Needed under a path whose ACL
 	// admits only that identity (zkstock's /zkstock).
@@ -104,7 +107,7 @@ type contender struct {
 func newContender(ctx context.Context, variant string, cfg Config, path string) (*contender, error) {
 	servers := cfg.Servers
 	if variant == "redis" {
-		return newRedisContender(cfg.RedisAddr, path), nil
+		return newRedisContender(cfg.RedisAddr, cfg.RedisPassword, path), nil
 	}
 	if variant == "zklock" {
 		conn, _, err := zk.Connect(servers, 10*time.Second, zk.WithLogInfo(false), zk.WithLogger(quiet{}))
@@ -237,7 +240,7 @@ func runOne(ctx context.Context, cfg Config, variant string, n int) (Row, error)
 	var redisBefore int64
 	if variant == "redis" {
 		var err error
-		if redisBefore, err = redisCommands(ctx, cfg.RedisAddr); err != nil {
+		if redisBefore, err = redisCommands(ctx, cfg.RedisAddr, cfg.RedisPassword); err != nil {
 			return Row{}, err
 		}
 	}
@@ -293,7 +296,7 @@ func runOne(ctx context.Context, cfg Config, variant string, n int) (Row, error)
 		WaitP50: float64(hist.ValueAtQuantile(50)) / 1000, WaitP99: float64(hist.ValueAtQuantile(99)) / 1000,
 		WaitMax: float64(hist.Max()) / 1000, Displacement: float64(displacement.Load()) / float64(total)}
 	if variant == "redis" {
-		after, err := redisCommands(ctx, cfg.RedisAddr)
+		after, err := redisCommands(ctx, cfg.RedisAddr, cfg.RedisPassword)
 		if err != nil {
 			return Row{}, err
 		}

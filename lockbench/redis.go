@@ -21,8 +21,8 @@ import (
 
 const redisExpiry = 10 * time.Second
 
-func newRedisContender(addr, path string) *contender {
-	c := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 1})
+func newRedisContender(addr, password, path string) *contender {
+	c := redis.NewClient(&redis.Options{Addr: addr, Password: password, PoolSize: 1})
 	m := redsync.New(goredis.NewPool(c)).NewMutex("zkstock:bench:"+path, redsync.WithExpiry(redisExpiry),
 		redsync.WithTries(math.MaxInt32), redsync.WithRetryDelayFunc(func(int) time.Duration {
 			return time.Duration(50+rand.IntN(200)) * time.Millisecond
@@ -45,8 +45,8 @@ func newRedisContender(addr, path string) *contender {
 
 // redisCommands is the number of commands the server has run, from INFO commandstats, less the
 // INFO calls themselves.
-func redisCommands(ctx context.Context, addr string) (int64, error) {
-	c := redis.NewClient(&redis.Options{Addr: addr})
+func redisCommands(ctx context.Context, addr, password string) (int64, error) {
+	c := redis.NewClient(&redis.Options{Addr: addr, Password: password})
 	defer c.Close()
 	info, err := c.Info(ctx, "commandstats").Result()
 	if err != nil {

@@ -65,16 +65,21 @@ type Config struct {
 	ReplicaID        string
 	ZKServers        []string
 	ZKSessionTimeout time.Duration
-	MySQLDSN         string
-	LockMode         LockMode // the mode a fleet that has none starts in; the fleet's mode wins (fleet.go)
-	LockTimeout      time.Duration
-	WorkDelay        time.Duration
-	AdminToken       string
-	LogLevel         slog.Level
-	RedisAddr        string        // the Redis of the redis modes
-	RedisLockTTL     time.Duration // the Redis lock's expiry, extended every third of it while held
-	EventStreams     int           // the most live-page streams (GET /v1/events) open at once; 0: 64
-	PprofAddr        string        // where Go's pprof handlers listen; empty: nowhere (see CheckPprofAddr)
+	MySQLDSN         string // the service's user: reads and writes rows (MYSQL_DSN or MYSQL_DSN_FILE)
+	// MySQLMigrateDSN is the user that creates and alters the tables at start; empty: MySQLDSN's
+	// user migrates, and a start fails with the privilege it lacks named (MYSQL_MIGRATE_DSN[_FILE]).
+	MySQLMigrateDSN string
+	LockMode        LockMode // the mode a fleet that has none starts in; the fleet's mode wins (fleet.go)
+	LockTimeout     time.Duration
+	WorkDelay       time.Duration
+	AdminToken      string
+	LogLevel        slog.Level
+	RedisAddr       string        // the Redis of the redis modes
+	RedisUsername   string        // the Redis ACL user; empty: the default user (REDIS_USERNAME)
+	RedisPassword   string        // its password (REDIS_PASSWORD or REDIS_PASSWORD_FILE)
+	RedisLockTTL    time.Duration // the Redis lock's expiry, extended every third of it while held
+	EventStreams    int           // the most live-page streams (GET /v1/events) open at once; 0: 64
+	PprofAddr       string        // where Go's pprof handlers listen; empty: nowhere (see CheckPprofAddr)
 	// Fleet names the fleet this replica belongs to: its lock mode and members live under
 	// FleetRoot/<Fleet> in ZooKeeper. Replicas of one fleet run one mode.
 	Fleet string
@@ -121,13 +126,20 @@ func LoadConfig(args []string, getenv func(string) string, out io.Writer) (Confi
 		zkAuthFile  = fs.String("zk-auth-file", env("ZK_AUTH_FILE", ""), "a file holding user:password, instead of -zk-auth (ZK_AUTH_FILE)")
 		zkOpenACL   = fs.String("zk-open-acl", env("ZK_OPEN_ACL", "false"), "true: no identity, every node open to every ZooKeeper client (insecure) (ZK_OPEN_ACL)")
 		zkSession   = fs.String("zk-session-timeout", env("ZK_SESSION_TIMEOUT", "10s"), "ZooKeeper session timeout (ZK_SESSION_TIMEOUT)")
-		dsn         = secret("mysql-dsn", "MYSQL_DSN", "root@tcp(127.0.0.1:3306)/zkstock?parseTime=true", "database (MYSQL_DSN)")
+		dsn         = secret("mysql-dsn", "MYSQL_DSN", "zkstock@tcp(127.0.0.1:3306)/zkstock?parseTime=true", "database, as the service's user (MYSQL_DSN)")
+		dsnFile     = fs.String("mysql-dsn-file", env("MYSQL_DSN_FILE", ""), "file holding MYSQL_DSN (MYSQL_DSN_FILE)")
+		migrateDSN  = secret("mysql-migrate-dsn", "MYSQL_MIGRATE_DSN", "", "database as the user that creates and alters the tables; empty: MYSQL_DSN's (MYSQL_MIGRATE_DSN)")
+		migrateFile = fs.String("mysql-migrate-dsn-file", env("MYSQL_MIGRATE_DSN_FILE", ""), "file holding MYSQL_MIGRATE_DSN (MYSQL_MIGRATE_DSN_FILE)")
 		lockMode    = fs.String("lock-mode", env("LOCK_MODE", string(ModeZK)), joinModes()+" (LOCK_MODE)")
 		lockTimeout = fs.String("lock-timeout", env("LOCK_TIMEOUT", "5s"), "longest wait for a lock before 503 (LOCK_TIMEOUT)")
 		workDelay   = fs.String("work-delay", env("WORK_DELAY", "0"), "simulated work inside the critical section (WORK_DELAY)")
 		adminToken  = secret("admin-token", "ADMIN_TOKEN", "", "bearer token for /admin; empty disables it (ADMIN_TOKEN)")
+		adminFile   = fs.String("admin-token-file", env("ADMIN_TOKEN_FILE", ""), "file holding ADMIN_TOKEN (ADMIN_TOKEN_FILE)")
 		logLevel    = fs.String("log-level", env("LOG_LEVEL", "info"), "debug, info, warn or error (LOG_LEVEL)")
 		redisAddr   = fs.String("redis-addr", env("REDIS_ADDR", "127.0.0.1:6379"), "Redis for the redis lock modes (REDIS_ADDR)")
+		redisUser   = fs.String("redis-username", env("REDIS_USERNAME", ""), "Redis ACL user; empty: the default user (REDIS_USERNAME)")
+		redisPass   = secret("redis-password", "REDIS_PASSWORD", "", "Redis password (REDIS_PASSWORD)")
+		redisPFile  = fs.String("redis-password-file", env("REDIS_PASSWORD_FILE", ""), "file holding REDIS_PASSWORD (REDIS_PASSWORD_FILE)")
 		streams     = fs.String("event-streams", env("EVENT_STREAMS", "64"), "most live-page streams open at once (EVENT_STREAMS)")
 		redisTTL    = fs.String("redis-lock-ttl", env("REDIS_LOCK_TTL", "10s"), "Redis lock expiry, extended every third of it while held (REDIS_LOCK_TTL)")
 		pprofAddr   = fs.String("pprof-addr", env("PPROF_ADDR", ""), "loopback address for Go's pprof handlers; empty: off (PPROF_ADDR)")
@@ -150,8 +162,27 @@ func LoadConfig(args []string, getenv func(string) string, out io.Writer) (Confi
 	if fs.NArg() > 0 {
 		return Config{}, fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
-	cfg := Config{HTTPAddr: *httpAddr, ReplicaID: *replica, MySQLDSN: *dsn, AdminToken: *adminToken, RedisAddr: *redisAddr, PprofAddr: *pprofAddr,
+	cfg := Config{HTTPAddr: *httpAddr, ReplicaID: *replica, RedisAddr: *redisAddr, RedisUsername: *redisUser, PprofAddr: *pprofAddr,
 		Fleet: *fleetName}
+	// A secret's file wins over the default, so the flag's default (a DSN) counts as unset then.
+	if *dsnFile != "" && !isSet(fs, getenv, "mysql-dsn", "MYSQL_DSN") {
+		*dsn = ""
+	}
+	for _, s := range []struct {
+		name, value, file string
+		dst               *string
+	}{
+		{"MYSQL_DSN", *dsn, *dsnFile, &cfg.MySQLDSN},
+		{"MYSQL_MIGRATE_DSN", *migrateDSN, *migrateFile, &cfg.MySQLMigrateDSN},
+		{"ADMIN_TOKEN", *adminToken, *adminFile, &cfg.AdminToken},
+		{"REDIS_PASSWORD", *redisPass, *redisPFile, &cfg.RedisPassword},
+	} {
+		v, err := secretSetting(s.name, s.value, s.file)
+		if err != nil {
+			return Config{}, err
+		}
+		*s.dst = v
+	}
 	if err := CheckPprofAddr(cfg.PprofAddr); err != nil {
 		return Config{}, fmt.Errorf("PPROF_ADDR: %w", err)
 	}
@@ -216,6 +247,16 @@ func LoadConfig(args []string, getenv func(string) string, out io.Writer) (Confi
 		return Config{}, fmt.Errorf("LOG_LEVEL: %w", err)
 	}
 	return cfg, nil
+}
+
+// isSet reports whether a setting was given, by its flag or its variable, rather than defaulted.
+func isSet(fs *flag.FlagSet, getenv func(string) string, flagName, envName string) bool {
+	if getenv(envName) != "" {
+		return true
+	}
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == flagName })
+	return set
 }
 
 // CheckPprofAddr accepts an address for the pprof handlers (PPROF_ADDR): empty (off), a loopback

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -33,7 +34,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 	}
 	if cfg.HTTPAddr != ":8080" || cfg.LockMode != order.ModeZK || cfg.LockTimeout != 5*time.Second || cfg.WorkDelay != 0 ||
 		cfg.ZKSessionTimeout != 10*time.Second || strings.Join(cfg.ZKServers, ",") != "127.0.0.1:2181" || cfg.AdminToken != "" ||
-		cfg.MySQLDSN != "root@tcp(127.0.0.1:3306)/zkstock?parseTime=true" || cfg.LogLevel != slog.LevelInfo {
+		cfg.MySQLDSN != "zkstock@tcp(127.0.0.1:3306)/zkstock?parseTime=true" || cfg.MySQLMigrateDSN != "" || cfg.LogLevel != slog.LevelInfo {
 		t.Fatalf("defaults %+v", cfg)
 	}
 }
@@ -139,7 +140,7 @@ func TestUsageHidesSecretsFromTheEnvironment(t *testing.T) {
 			t.Errorf("-h prints the secret %q", secret)
 		}
 	}
-	if !strings.Contains(usage.String(), "root@tcp(127.0.0.1:3306)/zkstock?parseTime=true") {
+	if !strings.Contains(usage.String(), "zkstock@tcp(127.0.0.1:3306)/zkstock?parseTime=true") {
 		t.Error("-h no longer shows MYSQL_DSN's default")
 	}
 	cfg, err := order.LoadConfig(nil, env(vars), io.Discard)
@@ -155,5 +156,51 @@ func TestUsageHidesSecretsFromTheEnvironment(t *testing.T) {
 	}
 	if cfg.AdminToken != "flag-token" || cfg.MySQLDSN != "u@tcp(x:1)/z" {
 		t.Errorf("a flag does not override the environment: %+v", cfg)
+	}
+}
+
+// Every secret can come from a file (NAME_FILE, as the official images read theirs), its trailing
+// line break trimmed; both a value and a file, an empty file or a missing one is refused by name.
+func TestLoadConfigSecretsFromFiles(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := dir + "/" + name
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	vars := map[string]string{"REPLICA_ID": "order1",
+		"MYSQL_DSN_FILE":         write("dsn", "svc:pw@tcp(db:3306)/zkstock\n"),
+		"MYSQL_MIGRATE_DSN_FILE": write("mdsn", "mig:pw2@tcp(db:3306)/zkstock\r\n"),
+		"ADMIN_TOKEN_FILE":       write("token", "s3cret\n"),
+		"REDIS_USERNAME":         "zkstock",
+		"REDIS_PASSWORD_FILE":    write("redis", "rpw"),
+	}
+	cfg, err := order.LoadConfig(nil, env(vars), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.MySQLDSN != "svc:pw@tcp(db:3306)/zkstock" || cfg.MySQLMigrateDSN != "mig:pw2@tcp(db:3306)/zkstock" ||
+		cfg.AdminToken != "s3cret" || cfg.RedisUsername != "zkstock" || cfg.RedisPassword != "rpw" {
+		t.Fatalf("config %+v", cfg)
+	}
+	// The flags name files too.
+	cfg, err = order.LoadConfig([]string{"-admin-token-file", vars["ADMIN_TOKEN_FILE"], "-mysql-dsn-file", vars["MYSQL_DSN_FILE"]},
+		env(map[string]string{"REPLICA_ID": "order1"}), io.Discard)
+	if err != nil || cfg.AdminToken != "s3cret" || cfg.MySQLDSN != "svc:pw@tcp(db:3306)/zkstock" {
+		t.Fatalf("flags: %+v, %v", cfg, err)
+	}
+	empty := write("empty", "\n")
+	for name, extra := range map[string]map[string]string{
+		"ADMIN_TOKEN":       {"ADMIN_TOKEN": "x", "ADMIN_TOKEN_FILE": vars["ADMIN_TOKEN_FILE"]},
+		"MYSQL_DSN":         {"MYSQL_DSN": "a@tcp(b)/c", "MYSQL_DSN_FILE": vars["MYSQL_DSN_FILE"]},
+		"REDIS_PASSWORD":    {"REDIS_PASSWORD_FILE": dir + "/missing"},
+		"MYSQL_MIGRATE_DSN": {"MYSQL_MIGRATE_DSN_FILE": empty},
+	} {
+		extra["REPLICA_ID"] = "order1"
+		if _, err := order.LoadConfig(nil, env(extra), io.Discard); err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s: error %v does not name the setting", name, err)
+		}
 	}
 }

@@ -3,6 +3,7 @@ package order_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,7 +18,7 @@ import (
 // wrote nothing, raises the counter to the fence and tries again: sales go on, and no accepted
 // token is ever below one the fence saw.
 func TestRedisFencedRecoversFromALostCounter(t *testing.T) {
-	rdb := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr(t)})
+	rdb := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr(t), Password: testenv.RedisAdminPassword()})
 	t.Cleanup(func() { _ = rdb.Close() })
 	rs := newCluster(t, 2, clusterOpts{Mode: order.ModeRedisFenced})
 	sku := "REDIS-RESTART"
@@ -55,7 +56,7 @@ func TestRedisFencedRecoversFromALostCounter(t *testing.T) {
 // The watchdog keeps a lock held past its expiry: a purchase whose work takes longer than the TTL
 // still commits, and nobody else gets in meanwhile.
 func TestRedisWatchdogExtendsTheLock(t *testing.T) {
-	rdb := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr(t)})
+	rdb := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr(t), Password: testenv.RedisAdminPassword()})
 	t.Cleanup(func() { _ = rdb.Close() })
 	for _, mode := range []order.LockMode{order.ModeRedis, order.ModeRedisFenced} {
 		t.Run(string(mode), func(t *testing.T) {
@@ -92,5 +93,50 @@ func TestRedisDownSellsNothing(t *testing.T) {
 				t.Fatalf("audit %+v: something was sold without a lock", a)
 			}
 		})
+	}
+}
+
+// The redis modes' ACL user (REDIS_USERNAME; scripts/servers.sh's users.acl) runs the modes (the
+// tests above use it) and nothing else: no FLUSHALL, CONFIG, KEYS, INFO or CLIENT, no key outside
+// zkstock:lock:*, not even from inside a script; without a password the server refuses everyone.
+// Against a Redis whose default user is open, as servers.sh ran it before, every line fails.
+func TestRedisUserHasOnlyTheLockKeys(t *testing.T) {
+	user, password := testenv.RedisUser()
+	if user == "" {
+		if testenv.RedisAdminPassword() != "" { // scripts/servers.sh's Redis: it must have the user
+			t.Fatal("REDIS_ADMIN_PASSWORD is set but REDIS_USERNAME is not: the redis modes would run as the default user")
+		}
+		t.Skip("REDIS_USERNAME is not set: a Redis without ACL users")
+	}
+	ctx := context.Background()
+	svc := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr(t), Username: user, Password: password})
+	t.Cleanup(func() { _ = svc.Close() })
+	key := "zkstock:lock:sku:ACL-" + testenv.UniqueName(t)
+	if err := svc.Set(ctx, key, "v", time.Second).Err(); err != nil {
+		t.Fatalf("SET %s as %s: %v", key, user, err)
+	}
+	denied := func(what string, err error) {
+		t.Helper()
+		// NOPERM, or inside a script ERR with the ACL's refusal.
+		if err == nil || !(strings.HasPrefix(err.Error(), "NOPERM") || strings.Contains(err.Error(), "can't run this command") ||
+			strings.Contains(err.Error(), "No permissions")) {
+			t.Errorf("%s as %s: %v, want the ACL's refusal", what, user, err)
+		}
+	}
+	denied("FLUSHALL", svc.FlushAll(ctx).Err())
+	denied("CONFIG GET", svc.ConfigGet(ctx, "*").Err())
+	denied("CONFIG SET", svc.ConfigSet(ctx, "appendonly", "yes").Err())
+	denied("KEYS", svc.Keys(ctx, "*").Err())
+	denied("INFO", svc.Info(ctx).Err())
+	denied("CLIENT LIST", svc.ClientList(ctx).Err())
+	denied("ACL SETUSER", svc.Do(ctx, "ACL", "SETUSER", user, "+@all").Err())
+	denied("SET outside zkstock:lock:*", svc.Set(ctx, "other:key", "v", time.Second).Err())
+	denied("GET outside zkstock:lock:*", svc.Get(ctx, "zkstock:fleet").Err())
+	denied("EVAL on a key outside", svc.Eval(ctx, "return redis.call('SET', KEYS[1], '1')", []string{"other:key"}).Err())
+	denied("FLUSHALL inside EVAL", svc.Eval(ctx, "return redis.call('FLUSHALL')", []string{key}).Err())
+	anon := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr(t)})
+	t.Cleanup(func() { _ = anon.Close() })
+	if err := anon.Get(ctx, key).Err(); err == nil || !strings.HasPrefix(err.Error(), "NOAUTH") {
+		t.Errorf("GET without a password: %v, want NOAUTH", err)
 	}
 }

@@ -95,7 +95,7 @@ type redisLocks struct {
 
 func (s *Server) redisLocks() *redisLocks {
 	s.redisOnce.Do(func() {
-		c := redis.NewClient(&redis.Options{Addr: s.cfg.RedisAddr, DialTimeout: time.Second,
+		c := redis.NewClient(&redis.Options{Addr: s.cfg.RedisAddr, Username: s.cfg.RedisUsername, Password: s.cfg.RedisPassword, DialTimeout: time.Second,
 			ReadTimeout: time.Second, WriteTimeout: time.Second, MaxRetries: -1})
 		ttl := s.cfg.RedisLockTTL
 		if ttl <= 0 {

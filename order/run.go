@@ -89,6 +89,25 @@ func writeTimeout(longestChange time.Duration) time.Duration {
 	return longestChange + writeMargin
 }
 
+// migrate creates or updates the tables as MySQLMigrateDSN's user, on a connection of its own
+// closed at once, so that the serving pool never holds DDL rights; without it, as the service's
+// own user (store), which works on tables already current and otherwise fails with the privilege
+// it lacks named (inventory.ErrMissingPrivilege).
+func migrate(ctx context.Context, cfg Config, store *inventory.Store) error {
+	if cfg.MySQLMigrateDSN == "" {
+		return store.Migrate(ctx)
+	}
+	m, err := inventory.Open(ctx, cfg.MySQLMigrateDSN, inventory.PoolOptions{MaxOpen: 1})
+	if err != nil {
+		return fmt.Errorf("MYSQL_MIGRATE_DSN: %w", err)
+	}
+	defer func() { _ = m.Close() }()
+	if err := m.Migrate(ctx); err != nil {
+		return fmt.Errorf("MYSQL_MIGRATE_DSN: %w", err)
+	}
+	return nil
+}
+
 // Run connects to ZooKeeper and the database, creates the tables, joins the fleet and serves until
 // ctx ends. Then it stops accepting, lets every change in flight finish (for as long as the
 // longest change may take: closing the lock client under a running change would drop its lock
@@ -114,7 +133,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}()
 	// Tried again too (the database may go between the two), but each attempt with the whole
 	// window: a migration may copy a table, or wait for another replica's.
-	if err := retryStart(ctx, log, "migrate the database", startWindow, store.Migrate); err != nil {
+	if err := retryStart(ctx, log, "migrate the database", startWindow, func(ctx context.Context) error { return migrate(ctx, cfg, store) }); err != nil {
 		return startFailed(ctx, log, err)
 	}
 	var locks *dlock.Client

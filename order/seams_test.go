@@ -224,7 +224,7 @@ func TestReplayWithAnUnansweredCommitIsNotASale(t *testing.T) {
 // nobody knows it holds to stall the SKU until it expires. Redis pauses writes for longer than
 // the client's read timeout (1 s), so the acquisition's script runs after the client gave up.
 func TestRedisFencedLostAcquireReply(t *testing.T) {
-	rdb := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr(t)})
+	rdb := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr(t), Password: testenv.RedisAdminPassword()})
 	t.Cleanup(func() { _ = rdb.Close() })
 	rs := newCluster(t, 2, clusterOpts{Mode: order.ModeRedisFenced, LockTimeout: 8 * time.Second})
 	const sku = "SEAM-REDIS-LOST"
@@ -419,7 +419,7 @@ func TestSwitchWaitsForTheOldModesChanges(t *testing.T) {
 // drops a paused command whose client went away, so this passes on the old code too; a try that
 // Redis runs with its reply lost is what the clean-up, tried now and once more later, is for.)
 func TestRedisFencedLostAcquireAtTheDeadline(t *testing.T) {
-	rdb := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr(t)})
+	rdb := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr(t), Password: testenv.RedisAdminPassword()})
 	t.Cleanup(func() { _ = rdb.Close() })
 	rs := newCluster(t, 1, clusterOpts{Mode: order.ModeRedisFenced, LockTimeout: time.Second, RedisLockTTL: 20 * time.Second})
 	const sku = "SEAM-REDIS-DEADLINE"

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"os"
 	"slices"
 	"strings"
 
@@ -49,28 +48,18 @@ func ParseZKAuth(s string) (ZKAuth, error) {
 // one line, its newline trimmed), as the official images read their *_FILE settings. Both set is
 // an error; neither gives the zero ZKAuth.
 func LoadZKAuth(value, file string) (ZKAuth, error) {
-	switch {
-	case value != "" && file != "":
-		return ZKAuth{}, errors.New("ZK_AUTH and ZK_AUTH_FILE are both set: set one")
-	case file != "":
-		b, err := os.ReadFile(file)
-		if err != nil {
-			return ZKAuth{}, fmt.Errorf("ZK_AUTH_FILE: %w", err)
-		}
-		s := strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")
-		a, err := ParseZKAuth(s)
-		if err != nil {
+	s, err := secretSetting("ZK_AUTH", value, file)
+	if err != nil || s == "" {
+		return ZKAuth{}, err
+	}
+	a, err := ParseZKAuth(s)
+	if err != nil {
+		if file != "" {
 			return ZKAuth{}, fmt.Errorf("ZK_AUTH_FILE %s: %w", file, err)
 		}
-		return a, nil
-	case value != "":
-		a, err := ParseZKAuth(value)
-		if err != nil {
-			return ZKAuth{}, fmt.Errorf("ZK_AUTH: %w", err)
-		}
-		return a, nil
+		return ZKAuth{}, fmt.Errorf("ZK_AUTH: %w", err)
 	}
-	return ZKAuth{}, nil
+	return a, nil
 }
 
 // ZKAuthFlags adds -zk-auth and -zk-auth-file to a command's flags; the function it returns,

@@ -23,6 +23,10 @@ ab_demo_up() { # ab_demo_up TREE [VAR=value ...]
 	(cd "$tree" && env "$@" DEMO_WORK_DELAY=0 scripts/demo.sh up "$demo")
 }
 
+# ab_admin_token prints the running demo's admin token: the file of a demo that generates one,
+# else the fixed "demo" older trees' demos used.
+ab_admin_token() { cat "$demo/secrets/admin_token" 2>/dev/null || echo demo; }
+
 ab_demo_down() { # ab_demo_down TREE
 	[ -n "$demo" ] || return 0
 	(cd "$1" && scripts/demo.sh down "$demo") >/dev/null 2>&1 || scripts/demo.sh down "$demo" >/dev/null 2>&1 || true

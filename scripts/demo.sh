@@ -12,8 +12,12 @@
 #                                          one a line (the servers the demo runs, and curl; not the
 #                                          tests' JDK, Curator and kazoo), and change nothing
 #
-# With ZK_SERVERS and MYSQL_DSN already set, `up` uses those servers instead of starting its own,
-# and zkstock's ZooKeeper identity in ZK_AUTH or ZK_AUTH_FILE if set (else a new one).
+# With ZK_SERVERS and MYSQL_DSN already set, `up` uses those servers instead of starting its own
+# (and MYSQL_MIGRATE_DSN, REDIS_ADDR, REDIS_USERNAME, REDIS_PASSWORD ZK_AUTH or ZK_AUTH_FILE when set;
+# else a new ZooKeeper identity).
+# Secure by default: the replicas run as the database's service user, the migration as its own
+# (scripts/servers.sh makes both), Redis as its ACL user, with a random admin token and a ZooKeeper
+# identity in DIR/secrets/ (admin_token, zk_auth; env.sh exports ADMIN_TOKEN for the tutorials).
 # DEMO_WORK_DELAY (default 5ms) is the replicas' simulated work inside the critical section;
 # DEMO_PORTS (default "8081 8082 8083") the replicas' three ports.
 set -euo pipefail
@@ -27,6 +31,9 @@ usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' 
 
 log() { printf 'demo: %s\n' "$*" >&2; }
 die() { log "$*"; exit 1; }
+
+# secret prints a random token: 32 hex digits.
+secret() { od -An -N16 -tx1 /dev/urandom | tr -d ' \n'; }
 
 port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
@@ -59,17 +66,16 @@ cmd_up() {
 	if [ -n "${ZK_SERVERS:-}" ] && [ -n "${MYSQL_DSN:-}" ]; then
 		log "using the servers in ZK_SERVERS and MYSQL_DSN"
 		printf 'export ZK_SERVERS=%q\nexport MYSQL_DSN=%q\n' "$ZK_SERVERS" "$MYSQL_DSN" >"$dir/servers.env"
-		[ -z "${REDIS_ADDR:-}" ] || printf 'export REDIS_ADDR=%q\n' "$REDIS_ADDR" >>"$dir/servers.env"
+		local v
+		for v in MYSQL_MIGRATE_DSN REDIS_ADDR REDIS_USERNAME REDIS_PASSWORD ZK_AUTH ZK_AUTH_FILE; do
+			[ -z "${!v:-}" ] || printf 'export %s=%q\n' "$v" "${!v}" >>"$dir/servers.env"
+		done
 		# Servers shared with others (the tests') keep other fleets' modes: this demo's fleet is
 		# a fresh one unless FLEET names one.
 		printf 'export FLEET=%q\n' "${FLEET:-demo-$$-$RANDOM}" >>"$dir/servers.env"
 		# and zkstock's ZooKeeper identity on them, the one already set (which owns /zkstock there)
 		# or a new one
-		if [ -n "${ZK_AUTH_FILE:-}" ]; then
-			printf 'export ZK_AUTH_FILE=%q\n' "$ZK_AUTH_FILE" >>"$dir/servers.env"
-		else
-			printf 'export ZK_AUTH=%q\n' "${ZK_AUTH:-zkstock:$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')}" >>"$dir/servers.env"
-		fi
+		[ -n "${ZK_AUTH:-}${ZK_AUTH_FILE:-}" ] || printf 'export ZK_AUTH=%q\n' "zkstock:$(secret)" >>"$dir/servers.env"
 	else
 		"$ROOT/scripts/servers.sh" start "$dir/servers" "${SERVERS_FLAGS[@]}"
 		cp "$dir/servers/env.sh" "$dir/servers.env"
@@ -77,6 +83,17 @@ cmd_up() {
 	fi
 	# shellcheck disable=SC1091
 	. "$dir/servers.env"
+	# The replicas' secrets, in files they read (ADMIN_TOKEN_FILE, ZK_AUTH_FILE): a random admin
+	# token, and ZooKeeper's identity (the servers' ZK_AUTH, or one of the demo's own).
+	mkdir -p -m 700 "$dir/secrets"
+	[ -s "$dir/secrets/admin_token" ] || (umask 077 && secret >"$dir/secrets/admin_token")
+	if [ ! -s "$dir/secrets/zk_auth" ]; then
+		if [ -n "${ZK_AUTH_FILE:-}" ]; then
+			(umask 077 && cp "$ZK_AUTH_FILE" "$dir/secrets/zk_auth")
+		else
+			(umask 077 && printf '%s\n' "${ZK_AUTH:-zkstock:$(secret)}" >"$dir/secrets/zk_auth")
+		fi
+	fi
 
 	log "building orderd, loadtest and lockdemo"
 	mkdir -p "$dir/bin"
@@ -87,9 +104,10 @@ cmd_up() {
 	cat >"$dir/env.sh" <<EOF
 . "$dir/servers.env"
 export DEMO_DIR="$dir"
-export ADMIN_TOKEN=demo
+export ADMIN_TOKEN=$(cat "$dir/secrets/admin_token")
 export PATH="$dir/bin:\$PATH"
 EOF
+	chmod 600 "$dir/env.sh" "$dir/servers.env" # they hold the token and the servers' passwords
 	log "ready: source $dir/env.sh"
 }
 
@@ -101,8 +119,9 @@ start_replica() {
 	. "$dir/servers.env"
 	# setsid keeps a Ctrl-C in the terminal from reaching the replicas (the trap stops them); the
 	# process writes its own pid, as setsid may fork.
+	# The secrets come from their files alone: a shell that sourced env.sh has ADMIN_TOKEN and ZK_AUTH.
 	env HTTP_ADDR="127.0.0.1:${PORTS[$((i - 1))]}" REPLICA_ID="order$i" ZK_SERVERS="$ZK_SERVERS" MYSQL_DSN="$MYSQL_DSN" FLEET="${FLEET:-default}" \
-		ADMIN_TOKEN=demo WORK_DELAY="${DEMO_WORK_DELAY:-5ms}" ZK_SESSION_TIMEOUT="${DEMO_SESSION_TIMEOUT:-4s}" "$@" \
+		ADMIN_TOKEN= ADMIN_TOKEN_FILE="$dir/secrets/admin_token" ZK_AUTH= ZK_AUTH_FILE="$dir/secrets/zk_auth" WORK_DELAY="${DEMO_WORK_DELAY:-5ms}" ZK_SESSION_TIMEOUT="${DEMO_SESSION_TIMEOUT:-4s}" "$@" \
 		setsid bash -c 'echo $$ >"$1"; exec "$2"' _ "$dir/order$i.pid" "$dir/bin/orderd" >>"$dir/order$i.log" 2>&1 </dev/null &
 	for _ in $(seq 1 50); do [ -s "$dir/order$i.pid" ] && return 0; sleep 0.1; done
 	die "order$i did not start"
@@ -157,7 +176,7 @@ cmd_run() {
 	cmd_up "$RUN_DIR"
 	mkdir -p "$ROOT/out"
 	"$RUN_DIR/bin/loadtest" -targets "http://127.0.0.1:${PORTS[0]},http://127.0.0.1:${PORTS[1]},http://127.0.0.1:${PORTS[2]}" \
-		-admin-token demo -modes none,zk \
+		-admin-token-file "$RUN_DIR/secrets/admin_token" -modes none,zk \
 		-json "$ROOT/out/demo-report.json" -html "$ROOT/out/demo-report.html" -markdown "$ROOT/out/demo-table.md" "$@"
 }
 

@@ -52,7 +52,7 @@ for run in units ample; do
 	stock=$UNITS
 	[ "$run" = units ] || stock=$AMPLE
 	log "$run: $stock units, $RATE buyers/s for $DURATION, modes $MODES, WORK_DELAY $WORK_DELAY"
-	"$RUN_DIR/bin/loadtest" -targets "$targets" -admin-token demo -sku FLASH-1 -modes "$MODES" \
+	"$RUN_DIR/bin/loadtest" -targets "$targets" -admin-token-file "$RUN_DIR/secrets/admin_token" -sku FLASH-1 -modes "$MODES" \
 		-rate "$RATE" -duration "$DURATION" -stock "$stock" \
 		-json "$OUT/$run.json" -html "$OUT/$run.html" -markdown "$OUT/$run.md" || status=$?
 done

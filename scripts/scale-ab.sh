@@ -34,7 +34,8 @@ cell() { # cell REF ROUND NAME LOCK_MODE scalebench-args...
 	local ref=$1 round=$2 name=$3 mode=$4
 	shift 4
 	ab_demo_up "$work/$ref" "LOCK_MODE=$mode" >"$out/$ref-$round-$name.log" 2>&1
-	ADMIN_TOKEN=demo out/bin/scalebench -label "$ref" -zk-servers "$ZK_SERVERS" -mysql-dsn "$MYSQL_DSN" -raw-for 2s -dists uniform -concurrency "$concurrency" \
+	# The raw database limit creates a table of its own: the admin user, not the service's.
+	ADMIN_TOKEN=$(ab_admin_token) out/bin/scalebench -label "$ref" -zk-servers "$ZK_SERVERS" -mysql-dsn "${MYSQL_ADMIN_DSN:-$MYSQL_DSN}" -raw-for 2s -dists uniform -concurrency "$concurrency" \
 		-servers-only "$demo/bin/orderd,${ZK_DIR:-},${MYSQL_DIR:-}" "$@" >"$out/$ref-$round-$name.txt" 2>&1
 	# How long a lock was held on average (from the acquisition to the release answered), over
 	# the fresh replicas' whole life: this cell's load only.

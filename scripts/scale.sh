@@ -20,7 +20,8 @@ for setup in standalone ensemble; do
 	ZK_SERVERS=$zk scripts/demo.sh up "$dir"
 	# Only this run's servers and replicas are charged CPU: the machine may run others.
 	only="$dir/bin/orderd,${ZK_DIR:-},${ZK_ENSEMBLE_DIRS:-},${MYSQL_DIR:-}"
-	ADMIN_TOKEN=demo out/bin/scalebench -label "$label" -zk-servers "$zk" -mysql-dsn "$MYSQL_DSN" -servers-only "$only" -json "out/scale-$setup.json" "$@"
+	# The raw database limit creates a table of its own: the admin user, not the service's.
+	ADMIN_TOKEN=$(cat "$dir/secrets/admin_token") out/bin/scalebench -label "$label" -zk-servers "$zk" -mysql-dsn "${MYSQL_ADMIN_DSN:-$MYSQL_DSN}" -servers-only "$only" -json "out/scale-$setup.json" "$@"
 	scripts/demo.sh down "$dir"
 	dir=""
 	files+=("out/scale-$setup.json")

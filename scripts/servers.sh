@@ -22,10 +22,17 @@
 #   ZK_SERVERS    one standalone ZooKeeper (tickTime 500 ms: sessions from 1 s to 10 s, the
 #                 20 ticks ZooKeeper grants at most by default, so that tests meet a server
 #                 that grants less than a client asks)
+#   ZK_AUTH       zkstock's ZooKeeper identity (digest user:password), generated for this run:
+#                 the nodes zkstock creates only it may change
 #   ZK_ENSEMBLE   three ZooKeeper peers in one quorum, comma-separated client addresses
-#   MYSQL_DSN     root on a fresh MariaDB, database zkstock
+#   MYSQL_DSN     zkstock's service user on a fresh MariaDB, database zkstock (rows only: see
+#                 scripts/mysql-init/zkstock-users.sh)
+#   MYSQL_MIGRATE_DSN   the migration's user (creates and alters zkstock's tables)
+#   MYSQL_ADMIN_DSN     root, with a password, for tests that create schemas and grant on them
 #   REDIS_ADDR    a Redis with persistence off (--save "" --appendonly no), as a cache usually runs
 #   ZK_AUTH       zkstock's ZooKeeper identity (digest user:password), made afresh for these servers
+#   REDIS_USERNAME, REDIS_PASSWORD   its ACL user for the redis modes (zkstock:lock:* keys, the
+#                 commands they send); REDIS_ADMIN_PASSWORD: the default user's (every command)
 #   ZK_DIR, ZK_ENSEMBLE_DIRS, MYSQL_DIR, MYSQL_PORT, REDIS_DIR  for tests that restart servers
 #
 # ZK_JVM=server starts the ZooKeepers' JVMs as a server runs them (both JIT compilers, the default
@@ -232,11 +239,13 @@ start_mysqld() {
 
 mysql_ok() { mariadb-admin --no-defaults -h127.0.0.1 -P"$1" -uroot ping; }
 
-start_redis() {
+start_redis() { # start_redis DIR ADMIN_PASSWORD SERVICE_PASSWORD
 	local dir=$1 port
 	port=$(free_port)
 	mkdir -p "$dir"
+	redis_acl "$dir" "$2" "$3"
 	cat >"$dir/redis.conf" <<EOF
+aclfile $dir/users.acl
 port $port
 bind 127.0.0.1
 dir $dir
@@ -257,7 +266,14 @@ start_redis_server() {
 	echo $! >"$dir/pid"
 }
 
-redis_ok() { [ "$(redis-cli -h 127.0.0.1 -p "$1" ping 2>/dev/null)" = PONG ]; }
+# redis_acl DIR ADMIN_PASSWORD SERVICE_PASSWORD writes Redis's users (scripts/redis-users.sh) to
+# DIR/users.acl, its aclfile, loaded at every start (start-server's too).
+redis_acl() { "$(dirname "$0")/redis-users.sh" "$2" "$3" >"$1/users.acl"; }
+
+# secret prints a random password: 32 hex digits.
+secret() { od -An -N16 -tx1 /dev/urandom | tr -d ' \n'; }
+
+redis_ok() { [ "$(REDISCLI_AUTH=$2 redis-cli -h 127.0.0.1 -p "$1" ping 2>/dev/null)" = PONG ]; } # PORT ADMIN_PASSWORD
 
 cmd_start() {
 	local dir=$1 ensemble=1 test_packages=1
@@ -275,8 +291,10 @@ cmd_start() {
 	dir=$(cd "$dir" && pwd)
 	start_zk_standalone "$dir/zk"
 	[ $ensemble -eq 1 ] && start_zk_ensemble "$dir/ensemble"
+	local rootpw svcpw migpw redispw redisadminpw zkpw
+	rootpw=$(secret) svcpw=$(secret) migpw=$(secret) redispw=$(secret) redisadminpw=$(secret) zkpw=$(secret)
 	start_mysql "$dir/mysql"
-	start_redis "$dir/redis"
+	start_redis "$dir/redis" "$redisadminpw" "$redispw"
 
 	local zkport myport redisport
 	zkport=$(cat "$dir/zk/port")
@@ -284,8 +302,16 @@ cmd_start() {
 	redisport=$(cat "$dir/redis/port")
 	wait_for 60 "ZooKeeper on 127.0.0.1:$zkport" zk_ok "$zkport" || { tail -20 "$dir/zk/server.log" >&2; die "ZooKeeper did not start"; }
 	wait_for 60 "MariaDB on 127.0.0.1:$myport" mysql_ok "$myport" || { tail -20 "$dir/mysql/server.log" >&2; die "MariaDB did not start"; }
-	wait_for 30 "Redis on 127.0.0.1:$redisport" redis_ok "$redisport" || { tail -20 "$dir/redis/server.log" >&2; die "Redis did not start"; }
-	mariadb --no-defaults -h127.0.0.1 -P"$myport" -uroot -e 'CREATE DATABASE IF NOT EXISTS zkstock'
+	wait_for 30 "Redis on 127.0.0.1:$redisport" redis_ok "$redisport" "$redisadminpw" || { tail -20 "$dir/redis/server.log" >&2; die "Redis did not start"; }
+	# Every user with a password of its own, generated above: root (MYSQL_ADMIN_DSN, for tests
+	# that create schemas), the service's and the migration's (scripts/mysql-init/zkstock-users.sh
+	# has their grants).
+	{
+		echo 'CREATE DATABASE IF NOT EXISTS zkstock;'
+		bash "$(dirname "$0")/mysql-init/zkstock-users.sh" sql 127.0.0.1 zkstock "$svcpw" "$migpw"
+		# Last: the session's own login (root, no password until now) changes with it.
+		mariadb --no-defaults -h127.0.0.1 -P"$myport" -uroot -N -e "SELECT CONCAT('ALTER USER ', QUOTE(User), '@', QUOTE(Host), ' IDENTIFIED BY ''$rootpw'';') FROM mysql.user WHERE User = 'root' AND Host IN ('localhost', '127.0.0.1', '::1')"
+	} | mariadb --no-defaults -h127.0.0.1 -P"$myport" -uroot
 
 	local ens="" ensdirs=""
 	if [ $ensemble -eq 1 ]; then
@@ -304,22 +330,26 @@ cmd_start() {
 	fi
 	# zkstock's ZooKeeper identity for these servers: replicas and tools authenticate with it and
 	# give the nodes they make under /zkstock an ACL only it may write (docs/interop.md).
-	local zkauth
-	zkauth=zkstock:$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')
 	cat >"$dir/env.sh" <<EOF
 export ZK_SERVERS=127.0.0.1:$zkport
-export ZK_AUTH=$zkauth
+export ZK_AUTH=zkstock:$zkpw
 export ZK_DIR=$dir/zk
 export ZK_ENSEMBLE=$ens
 export ZK_ENSEMBLE_DIRS=$ensdirs
-export MYSQL_DSN='root@tcp(127.0.0.1:$myport)/zkstock?parseTime=true'
+export MYSQL_DSN='zkstock:$svcpw@tcp(127.0.0.1:$myport)/zkstock?parseTime=true'
+export MYSQL_MIGRATE_DSN='zkstock_migrate:$migpw@tcp(127.0.0.1:$myport)/zkstock?parseTime=true'
+export MYSQL_ADMIN_DSN='root:$rootpw@tcp(127.0.0.1:$myport)/zkstock?parseTime=true'
 export MYSQL_DIR=$dir/mysql
 export MYSQL_PORT=$myport
 export REDIS_ADDR=127.0.0.1:$redisport
+export REDIS_USERNAME=zkstock
+export REDIS_PASSWORD=$redispw
+export REDIS_ADMIN_PASSWORD=$redisadminpw
 export REDIS_DIR=$dir/redis
 export ZKSTOCK_SERVERS_DIR=$dir
 export ZK_JVM=${ZK_JVM:-test}
 EOF
+	chmod 600 "$dir/env.sh" # it holds the passwords
 	log "env in $dir/env.sh"
 }
 

@@ -25,7 +25,7 @@ dbpid=$(pgrep -f -- "$MYSQL_DIR" | head -1)
 . scripts/ab-worktrees.sh
 ab_worktrees "$@"
 load() { # load REQUESTS
-	out/bin/loadtest -targets http://127.0.0.1:8081,http://127.0.0.1:8082,http://127.0.0.1:8083 -admin-token demo \
+	out/bin/loadtest -targets http://127.0.0.1:8081,http://127.0.0.1:8082,http://127.0.0.1:8083 -admin-token "$(ab_admin_token)" \
 		-modes zk -skus 100 -dist uniform -requests "$1" -stock 1000000 -concurrency 48
 }
 : >"$out/summary.txt"

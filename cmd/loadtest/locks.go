@@ -34,6 +34,7 @@ func runLocks(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	var (
 		zkServers    = fs.String("zk-servers", servers, "comma-separated ZooKeeper servers (default $ZK_SERVERS or 127.0.0.1:2181)")
 		redis        = fs.String("redis-addr", redisAddr, "Redis for the redis variant (default $REDIS_ADDR or 127.0.0.1:6379)")
+		redisPass    = fs.String("redis-password", os.Getenv("REDIS_ADMIN_PASSWORD"), "password of Redis's default user, which the bench runs as: it reads INFO (default $REDIS_ADMIN_PASSWORD)")
 		variants     = fs.String("variants", "spin,node-watch,herd,fair,zklock", "recipes to compare: spin, node-watch, herd, fair (dlock.Mutex), zklock (go-zookeeper), redis (go-redsync)")
 		contenders   = fs.String("contenders", "1,10,50,100", "comma-separated numbers of contenders")
 		acquisitions = fs.Int("acquisitions", 300, "acquisitions per recipe and contender count")
@@ -48,7 +49,7 @@ func runLocks(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		}
 		return 2
 	}
-	cfg := lockbench.Config{Servers: loadtest.SplitList(*zkServers), RedisAddr: *redis, Variants: loadtest.SplitList(*variants),
+	cfg := lockbench.Config{Servers: loadtest.SplitList(*zkServers), RedisAddr: *redis, RedisPassword: *redisPass, Variants: loadtest.SplitList(*variants),
 		Acquisitions: *acquisitions, Hold: *hold, Timeout: 10 * time.Minute}
 	auth, err := zkAuth()
 	if err != nil {

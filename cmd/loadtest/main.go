@@ -5,6 +5,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -12,6 +13,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -66,6 +68,7 @@ flags:`)
 		cancelRatio = fs.Float64("cancel-ratio", 0, "share of accepted orders to cancel during the load (0 to 1); their units go back to stock")
 		modes       = fs.String("modes", "none,zk", "comma-separated lock modes to compare, in order")
 		adminToken  = fs.String("admin-token", adminTokenDefault(), "bearer token of the replicas' admin API (default $ADMIN_TOKEN or demo)")
+		tokenFile   = fs.String("admin-token-file", os.Getenv("ADMIN_TOKEN_FILE"), "file holding the admin token, instead of -admin-token (default $ADMIN_TOKEN_FILE)")
 		timeout     = fs.Duration("timeout", 30*time.Second, "timeout of one request")
 		jsonOut     = fs.String("json", "", "also write the result as JSON to this file")
 		htmlOut     = fs.String("html", "", "also write a self-contained HTML report with charts to this file")
@@ -80,6 +83,14 @@ flags:`)
 			return 0
 		}
 		return 2
+	}
+	if *tokenFile != "" {
+		b, err := os.ReadFile(*tokenFile)
+		if err != nil || strings.TrimRight(string(b), "\r\n") == "" {
+			fmt.Fprintf(stderr, "loadtest: -admin-token-file: %v\n", cmp.Or(err, fmt.Errorf("%s is empty", *tokenFile)))
+			return 2
+		}
+		*adminToken = strings.TrimRight(string(b), "\r\n")
 	}
 	cfg := loadtest.Config{
 		Targets: loadtest.SplitList(*targets), SKU: *sku, Stock: *stock, Requests: *requests, Concurrency: *concurrency, CancelRatio: *cancelRatio, Cart: *cart,

@@ -96,7 +96,7 @@ func testGracefulShutdownUnderLoad(t *testing.T, mode string) {
 
 	cmd := exec.Command(bin)
 	cmd.Env = append(os.Environ(), "HTTP_ADDR="+addr, "REPLICA_ID=orderd-test", "ZK_SERVERS="+strings.Join(testenv.ZKServers(t), ","),
-		"MYSQL_DSN="+dsn, "ADMIN_TOKEN=secret", "WORK_DELAY=20ms", "LOCK_TIMEOUT=20s", "LOG_LEVEL=info", "LOCK_MODE="+mode)
+		"MYSQL_DSN="+testenv.ServiceDSN(t, dsn), "MYSQL_MIGRATE_DSN="+dsn, "ADMIN_TOKEN=secret", "WORK_DELAY=20ms", "LOCK_TIMEOUT=20s", "LOG_LEVEL=info", "LOCK_MODE="+mode)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -273,5 +273,28 @@ func TestProbe(t *testing.T) {
 	}
 	if err := exec.Command(bin, "probe", "http://"+freeAddr(t)+"/readyz").Run(); err == nil {
 		t.Fatal("probe of nothing succeeded")
+	}
+}
+
+// A replica whose database user may not create the tables, given no migration user, stops at
+// once (not after the start's 30 s of retries) and says which privilege it lacks and what to set.
+func TestStartWithoutMigrationRightsSaysSo(t *testing.T) {
+	bin := buildOrderd(t)
+	fresh := testenv.MySQLDatabase(t)
+	svc := testenv.ServiceDSN(t, fresh)
+	testenv.RequireServiceUser(t, fresh, svc)
+	cmd := exec.Command(bin)
+	cmd.Env = append(os.Environ(), "HTTP_ADDR="+freeAddr(t), "REPLICA_ID=orderd-test", "ZK_SERVERS="+strings.Join(testenv.ZKServers(t), ","),
+		"MYSQL_DSN="+svc, "MYSQL_MIGRATE_DSN=", "ADMIN_TOKEN=secret")
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() == 0 {
+		t.Fatalf("exit %v, want a failure:\n%s", err, out)
+	}
+	if took := time.Since(start); took > 15*time.Second {
+		t.Errorf("it gave up after %v: a missing privilege is not worth retrying", took)
+	}
+	if !strings.Contains(string(out), "CREATE command denied") || !strings.Contains(string(out), "MYSQL_MIGRATE_DSN") {
+		t.Fatalf("the message does not name the privilege and MYSQL_MIGRATE_DSN:\n%s", out)
 	}
 }

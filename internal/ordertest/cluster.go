@@ -107,17 +107,27 @@ func Start(t testing.TB, n int, o Options) []*Replica {
 	}
 	ctx := context.Background()
 	user, password := testenv.ZKAuth()
+	serviceDSN := testenv.ServiceDSN(t, o.DSN)
+	redisUser, redisPassword := testenv.RedisUser()
 	var out []*Replica
 	for i := 1; i <= n; i++ {
 		name := fmt.Sprintf("order%d", i-1+cmp.Or(o.FirstNumber, 1))
-		store, err := inventory.Open(ctx, o.DSN, inventory.PoolOptions{})
+		// Migrated as the database's owner, served as the service's user, as orderd runs with
+		// MYSQL_MIGRATE_DSN and MYSQL_DSN.
+		owner, err := inventory.Open(ctx, o.DSN, inventory.PoolOptions{MaxOpen: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = owner.Migrate(ctx)
+		_ = owner.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		store, err := inventory.Open(ctx, serviceDSN, inventory.PoolOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = store.Close() })
-		if err := store.Migrate(ctx); err != nil {
-			t.Fatal(err)
-		}
 		cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 		locks, err := dlock.Connect(cctx, o.ZKServers, dlock.WithDigest(user, password), dlock.WithOwner(name), dlock.WithSessionTimeout(10*time.Second))
 		cancel()
@@ -136,7 +146,7 @@ func Start(t testing.TB, n int, o Options) []*Replica {
 			redisAddr = ""
 		}
 		cfg := order.Config{ReplicaID: name, LockMode: o.Mode, LockTimeout: o.LockTimeout, WorkDelay: o.WorkDelay, AdminToken: token,
-			ZKServers: o.ZKServers, ZKSessionTimeout: 10 * time.Second, ZKAuth: ZKAuth(), Fleet: o.Fleet, RedisAddr: redisAddr, RedisLockTTL: cmp.Or(o.RedisLockTTL, 3*time.Second), EventStreams: o.EventStreams,
+			ZKServers: o.ZKServers, ZKSessionTimeout: 10 * time.Second, ZKAuth: ZKAuth(), Fleet: o.Fleet, RedisAddr: redisAddr, RedisUsername: redisUser, RedisPassword: redisPassword, RedisLockTTL: cmp.Or(o.RedisLockTTL, 3*time.Second), EventStreams: o.EventStreams,
 			QueueBudget: o.QueueBudget}
 		srv, err := order.New(cfg, store, locks, logger())
 		if err != nil {

@@ -7,6 +7,7 @@
 package testenv
 
 import (
+	"os"
 	"os/exec"
 	"testing"
 
@@ -42,7 +43,17 @@ var (
 // RedisAddr is the Redis (persistence off) of the redis lock modes.
 func RedisAddr(t testing.TB) string { return zkenv.Var(t, "REDIS_ADDR") }
 
-// MySQLDSN is the MariaDB DSN of the database zkstock.
+// RedisUser is the redis modes' ACL user and its password (REDIS_USERNAME, REDIS_PASSWORD; both
+// empty on a Redis without ACL users).
+func RedisUser() (username, password string) {
+	return os.Getenv("REDIS_USERNAME"), os.Getenv("REDIS_PASSWORD")
+}
+
+// RedisAdminPassword is the password of Redis's default user, which may run every command
+// (REDIS_ADMIN_PASSWORD; empty on a Redis without one).
+func RedisAdminPassword() string { return os.Getenv("REDIS_ADMIN_PASSWORD") }
+
+// MySQLDSN is the MariaDB DSN of the database zkstock, as the service's user (rows only).
 func MySQLDSN(t testing.TB) string { return zkenv.Var(t, "MYSQL_DSN") }
 
 // Chromium is Debian's headless browser: its path, or the test skips (fails under CI=true).

@@ -37,17 +37,40 @@ mysql() {
 	if [ ! -d "$datadir/mysql" ]; then
 		mariadb-install-db --user=mysql --datadir="$datadir" --auth-root-authentication-method=normal \
 			--skip-test-db >/dev/null
-		local init=/tmp/init.sql
+		local init=/var/lib/mysql-init.sql rootpw="" h
+		# MYSQL_ROOT_PASSWORD_FILE or MYSQL_ROOT_PASSWORD: root's password, from anywhere, as the
+		# official image sets it; MYSQL_ALLOW_EMPTY_PASSWORD alone: none.
+		if [ -n "${MYSQL_ROOT_PASSWORD_FILE:-}" ]; then
+			rootpw=$(<"$MYSQL_ROOT_PASSWORD_FILE")
+		elif [ -n "${MYSQL_ROOT_PASSWORD:-}" ]; then
+			rootpw=$MYSQL_ROOT_PASSWORD
+		elif [ -z "${MYSQL_ALLOW_EMPTY_PASSWORD:-}" ]; then
+			echo "entrypoint: set MYSQL_ROOT_PASSWORD_FILE, MYSQL_ROOT_PASSWORD or MYSQL_ALLOW_EMPTY_PASSWORD" >&2
+			exit 1
+		fi
+		rootpw=${rootpw//\\/\\\\}
+		rootpw=${rootpw//\'/\'\'}
+		# The official image's initdb hook: its *.sql are run and its *.sh sourced, with
+		# docker_process_sql taking SQL on stdin (run as root here: appended to the init file).
+		docker_process_sql() { cat >>"$init"; }
 		{
-			# MYSQL_ALLOW_EMPTY_PASSWORD: root without a password, from anywhere, as the official image does.
-			echo "CREATE USER IF NOT EXISTS 'root'@'%' IDENTIFIED BY '';"
+			echo "CREATE USER IF NOT EXISTS 'root'@'%' IDENTIFIED BY '$rootpw';"
 			echo "GRANT ALL ON *.* TO 'root'@'%' WITH GRANT OPTION;"
+			for h in localhost 127.0.0.1 ::1; do echo "ALTER USER IF EXISTS 'root'@'$h' IDENTIFIED BY '$rootpw';"; done
 			if [ -n "${MYSQL_DATABASE:-}" ]; then
 				echo "CREATE DATABASE IF NOT EXISTS \`$MYSQL_DATABASE\`;"
 			fi
-			echo "FLUSH PRIVILEGES;"
 		} >"$init"
+		local f
+		for f in /docker-entrypoint-initdb.d/*; do
+			case $f in
+			*.sql) { [ -z "${MYSQL_DATABASE:-}" ] || echo "USE \`$MYSQL_DATABASE\`;"; cat "$f"; echo; } >>"$init" ;;
+			*.sh) . "$f" ;;
+			esac
+		done
+		echo "FLUSH PRIVILEGES;" >>"$init"
 		chown mysql "$init"
+		chmod 600 "$init"
 		set -- --init-file="$init"
 	fi
 	exec mariadbd --user=mysql --datadir="$datadir" --bind-address=0.0.0.0 --skip-name-resolve \
