@@ -16,10 +16,19 @@ import (
 
 // newRedisLocksAt is a replica's redisLocks on addr, with its client's timeouts.
 func newRedisLocksAt(t *testing.T, addr string, ttl time.Duration) *redisLocks {
-	c := redis.NewClient(&redis.Options{Addr: addr, DialTimeout: time.Second, ReadTimeout: time.Second,
-		WriteTimeout: time.Second, MaxRetries: -1})
+	user, password := testenv.RedisUser()
+	c := redis.NewClient(&redis.Options{Addr: addr, Username: user, Password: password, DialTimeout: time.Second,
+		ReadTimeout: time.Second, WriteTimeout: time.Second, MaxRetries: -1})
 	t.Cleanup(func() { _ = c.Close() })
 	return &redisLocks{client: c, rs: redsync.New(goredis.NewPool(c)), ttl: ttl}
+}
+
+// redisAdmin is a client of Redis's default user, for what a test reads and sets beside the
+// locks (the lock's value and expiry), which the modes' ACL user may not.
+func redisAdmin(t *testing.T) *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr(t), Password: testenv.RedisAdminPassword()})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
 }
 
 // An acquisition given up on while its SET is on the way leaves no lock behind: Redis sets the
@@ -34,8 +43,9 @@ func TestRedisCancelledAcquisitionLeavesNoLock(t *testing.T) {
 			p := tcpproxy.NewRaw(t, testenv.RedisAddr(t))
 			slow := newRedisLocksAt(t, p.Addr(), ttl)
 			direct := newRedisLocksAt(t, testenv.RedisAddr(t), ttl)
+			admin := redisAdmin(t)
 			sku := "CANCELLED-" + testenv.UniqueName(t)
-			t.Cleanup(func() { _ = direct.client.Del(context.Background(), lockKey(sku), tokenKey(sku)).Err() })
+			t.Cleanup(func() { _ = admin.Del(context.Background(), lockKey(sku), tokenKey(sku)).Err() })
 			if err := slow.client.Ping(context.Background()).Err(); err != nil {
 				t.Fatal(err)
 			}
@@ -55,7 +65,7 @@ func TestRedisCancelledAcquisitionLeavesNoLock(t *testing.T) {
 			defer cancel()
 			l, err := direct.lock(wait, sku, fenced)
 			if err != nil {
-				held, _ := direct.client.Get(context.Background(), lockKey(sku)).Result()
+				held, _ := admin.Get(context.Background(), lockKey(sku)).Result()
 				t.Fatalf("the SKU's lock after an acquisition given up on: %v; the key holds %q (TTL %v)", errors.Unwrap(err), held, ttl)
 			}
 			_ = l.Unlock(context.Background())
@@ -70,23 +80,24 @@ func TestRedisCancelledAcquisitionLeavesNoLock(t *testing.T) {
 func TestRedisRetriedAcquisitionGetsAFullTTL(t *testing.T) {
 	const ttl = 9 * time.Second
 	r := newRedisLocksAt(t, testenv.RedisAddr(t), ttl)
+	admin := redisAdmin(t)
 	ctx := context.Background()
 	for _, fenced := range []bool{false, true} {
 		sku := "RETRIED-" + testenv.UniqueName(t)
-		t.Cleanup(func() { _ = r.client.Del(context.Background(), lockKey(sku), tokenKey(sku)).Err() })
+		t.Cleanup(func() { _ = admin.Del(context.Background(), lockKey(sku), tokenKey(sku)).Err() })
 		name, try, value := "holding-1", acquirePlain, "holding-1"
 		if fenced {
 			try, value = acquireWithToken, "holding-1:7"
 		}
 		// What the lost try left: the lock, a moment before it expires.
-		if err := r.client.Set(ctx, lockKey(sku), value, 300*time.Millisecond).Err(); err != nil {
+		if err := admin.Set(ctx, lockKey(sku), value, 300*time.Millisecond).Err(); err != nil {
 			t.Fatal(err)
 		}
 		got, err := r.acquire(ctx, sku, name, try)
 		if err != nil || got <= 0 || fenced && got != 7 {
 			t.Fatalf("fenced %v: the retried try answered %d, %v", fenced, got, err)
 		}
-		left, err := r.client.PTTL(ctx, lockKey(sku)).Result()
+		left, err := admin.PTTL(ctx, lockKey(sku)).Result()
 		if err != nil {
 			t.Fatal(err)
 		}

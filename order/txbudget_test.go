@@ -15,7 +15,10 @@ import (
 	"github.com/zkstock/zkstock/order"
 )
 
-func isStockWrite(q string) bool { return strings.HasPrefix(q, "UPDATE products SET stock") }
+// isStockWrite is the statement that writes a product's stock after its read.
+func isStockWrite(q string) bool {
+	return strings.HasPrefix(q, "UPDATE products SET lost_high")
+}
 
 // A change whose database stalls in the middle of its transaction, before its COMMIT, is given
 // up on at its deadline (LOCK_TIMEOUT and the transaction budget after it arrived), not after the
