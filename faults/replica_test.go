@@ -236,8 +236,10 @@ func TestReplicaStartsWhenItsServersComeBack(t *testing.T) {
 			if down == "ZooKeeper" {
 				out = zkProxy
 			}
-			out.Cut() // refused, as a server that is down
+			// The replica's settings first (they grant the service user its rights, through the
+			// proxy), then the server refused, as one that is down.
 			r := newReplica(t, "order1", proxiedDSN, []string{zkProxy.Addr()}, "LOCK_MODE=zk")
+			out.Cut()
 			r.start()
 			time.Sleep(3 * time.Second)
 			if down == "database" {
