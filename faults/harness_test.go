@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -77,16 +76,6 @@ type replica struct {
 	t               *testing.T
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 // startReplicas starts n orderd processes on one database with the given settings.
 func startReplicas(t *testing.T, n int, dsn string, zkServers []string, settings ...string) []*replica {
 	t.Helper()
@@ -106,7 +95,7 @@ func startReplicas(t *testing.T, n int, dsn string, zkServers []string, settings
 // newReplica is a replica named name, not started yet, on a free port, in the fleet of dsn's
 // database; settings come last, so they override the defaults.
 func newReplica(t *testing.T, name, dsn string, zkServers []string, settings ...string) *replica {
-	addr := freeAddr(t)
+	addr := testenv.FreeAddr(t)
 	r := &replica{name: name, addr: addr, url: "http://" + addr, t: t}
 	r.env = append([]string{"HTTP_ADDR=" + addr, "REPLICA_ID=" + r.name, "ZK_SERVERS=" + strings.Join(zkServers, ","),
 		"MYSQL_DSN=" + testenv.ServiceDSN(t, dsn), "MYSQL_MIGRATE_DSN=" + dsn, "ADMIN_TOKEN=faults", "LOG_LEVEL=info", "FLEET=" + fleetOf(t, dsn)}, settings...)

@@ -38,6 +38,7 @@ var (
 	ZKAuth                = zkenv.ZKAuth
 	ZKConn                = zkenv.ZKConn
 	StartTLSZooKeeper     = zkenv.StartTLSZooKeeper
+	FreeAddr              = zkenv.FreeAddr
 )
 
 // RedisAddr is the Redis (persistence off) of the redis lock modes.

@@ -250,6 +250,13 @@ func freePort(t testing.TB, taken map[int]bool) int {
 	return 0
 }
 
+// FreeAddr is a loopback address a test's server may listen on, again after a restart: its port
+// is below Linux's ephemeral range, so that no outgoing connection takes it meanwhile.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	return fmt.Sprintf("127.0.0.1:%d", freePort(t, map[int]bool{}))
+}
+
 func portOf(addr string) string {
 	_, p, _ := net.SplitHostPort(addr)
 	return p
