@@ -303,9 +303,7 @@ func (f *skuFlow) pace(now time.Time, stalled bool, span time.Duration) {
 	for drop < len(f.ends) && now.Sub(f.ends[drop]) > span {
 		drop++
 	}
-	if drop > 0 {
-		f.ends = append(f.ends[:0], f.ends[drop:]...)
-	}
+	f.ends = f.ends[drop:] // a queue: append reallocates (keeping the live ends only) when it must
 	f.paced = 0
 	if n := len(f.ends); n > turnWindow {
 		f.paced = now.Sub(f.ends[0]) / time.Duration(n-1)
