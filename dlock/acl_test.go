@@ -53,20 +53,6 @@ func deleteAll(conn *zk.Conn, p string) {
 	_ = conn.Delete(p, -1)
 }
 
-// walk lists p and every node under it.
-func walk(t *testing.T, conn *zk.Conn, p string) []string {
-	t.Helper()
-	kids, _, err := conn.Children(p)
-	if err != nil {
-		t.Fatalf("children %s: %v", p, err)
-	}
-	out := []string{p}
-	for _, k := range kids {
-		out = append(out, walk(t, conn, p+"/"+k)...)
-	}
-	return out
-}
-
 func sameACL(a, b []zk.ACL) bool {
 	key := func(x zk.ACL) string { return fmt.Sprintf("%s|%s|%d", x.Scheme, x.ID, x.Perms) }
 	ka, kb := make([]string, len(a)), make([]string, len(b))
@@ -117,8 +103,8 @@ func TestWithDigestProtectsEveryNode(t *testing.T) {
 	}
 	waitNodes(t, raw, dir+"/rw", 2)
 
-	nodes := walk(t, raw, dir)[1:] // dir itself is the test's, open
-	if len(nodes) != 11 {          // sku, sku/a, its node; rw, its 2 nodes; all, all/x, its node, all/y, its node
+	nodes := testenv.ZKTree(t, raw, dir)[1:] // dir itself is the test's, open
+	if len(nodes) != 11 {                    // sku, sku/a, its node; rw, its 2 nodes; all, all/x, its node, all/y, its node
 		t.Fatalf("nodes %v: want 11", nodes)
 	}
 	owner := rawConn(t) // ZooKeeper shows a digest ACL's hash only to a client with ADMIN on the node

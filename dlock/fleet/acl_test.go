@@ -29,19 +29,6 @@ func openParent(t *testing.T, raw *zk.Conn) string {
 	return p
 }
 
-func tree(t *testing.T, conn *zk.Conn, p string) []string {
-	t.Helper()
-	kids, _, err := conn.Children(p)
-	if err != nil {
-		t.Fatalf("children %s: %v", p, err)
-	}
-	out := []string{p}
-	for _, k := range kids {
-		out = append(out, tree(t, conn, p+"/"+k)...)
-	}
-	return out
-}
-
 // A fleet whose members' client has WithDigest gives every node it makes (its root, the mode, the
 // members, the barrier's nodes) the client's ACL: a client without the credentials can read the
 // mode and the members, but can neither write the mode nor remove or add a member nor queue at
@@ -61,7 +48,7 @@ func TestFleetNodesCarryTheClientsACL(t *testing.T) {
 	}
 	p.Exit()
 	want := dlock.DigestACL(user, password)
-	nodes := tree(t, owner, root)
+	nodes := testenv.ZKTree(t, owner, root)
 	for _, sub := range []string{"/mode", "/members", "/members/m1", "/members/m2", "/barrier"} {
 		if !slices.Contains(nodes, root+sub) {
 			t.Fatalf("nodes %v: no %s", nodes, root+sub)

@@ -70,3 +70,17 @@ func deleteTree(conn *zk.Conn, path string) error {
 	}
 	return nil
 }
+
+// ZKTree lists path and every node under it, path first, each parent before its children.
+func ZKTree(t testing.TB, conn *zk.Conn, path string) []string {
+	t.Helper()
+	kids, _, err := conn.Children(path)
+	if err != nil {
+		t.Fatalf("children %s: %v", path, err)
+	}
+	out := []string{path}
+	for _, k := range kids {
+		out = append(out, ZKTree(t, conn, path+"/"+k)...)
+	}
+	return out
+}
