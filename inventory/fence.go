@@ -31,7 +31,7 @@ import (
 // What the fence does not do is compare a holder with another issuer's holders: a ZooKeeper
 // holder that paused while the mode moved to Redis is admitted when it wakes, if no ZooKeeper
 // holder wrote meanwhile. Holders of two issuers do not hold at once in a healthy fleet (a switch
-// of the fleet's mode is a barrier: order's fleet.go); a paused one that wakes past the barrier
+// of the fleet's mode is a barrier: order's fleet.go, sale's ticket.go); a paused one that wakes past the barrier
 // is what the claim's row lock, taken before the first read, keeps apart: it runs the two
 // transactions one after the other.
 type Issuer uint8

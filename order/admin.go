@@ -2,7 +2,6 @@ package order
 
 import (
 	"crypto/subtle"
-	"errors"
 	"net/http"
 	"strings"
 	"time"
@@ -62,9 +61,8 @@ func (s *Server) resetProduct(c *gin.Context) {
 		abortWith(c, newError(http.StatusServiceUnavailable, "storage_unavailable", "the database did not answer"))
 		return
 	}
-	s.rememberSKU(sku)
-	s.soldOut.noteRestock(sku)
-	s.stockGauge(sku).Set(float64(p.Stock))
+	s.sales.Restocked(sku)
+	s.sales.StockGauge(sku).Set(float64(p.Stock))
 	s.log.Info("product reset", "sku", sku, "stock", p.Stock)
 	c.JSON(http.StatusOK, productResponse{SKU: p.SKU, Stock: p.Stock, InitialStock: p.InitialStock})
 }
@@ -140,22 +138,6 @@ func (s *Server) setLockMode(c *gin.Context) {
 	}
 	s.log.Info("fleet lock mode", "mode", mode.Name, "version", mode.Version, "took", time.Since(started).String())
 	c.JSON(http.StatusOK, lockModeResponse{Mode: LockMode(mode.Name), Version: mode.Version, Fleet: s.cfg.Fleet, Replica: s.cfg.ReplicaID})
-}
-
-// switchError is the answer to a switch that did not happen, or whose outcome is not known here.
-func switchError(err error) *apiError {
-	switch {
-	case errors.Is(err, fleet.ErrCannotRun):
-		return newError(http.StatusConflict, "mode_unavailable", err.Error()+"; the fleet's mode is unchanged")
-	case errors.Is(err, fleet.ErrVersionConflict):
-		return newError(http.StatusConflict, "version_conflict", err.Error()+"; read GET /admin/lock-mode and try again")
-	case errors.Is(err, fleet.ErrSwitchTimeout):
-		return newError(http.StatusServiceUnavailable, "switch_timeout",
-			err.Error()+" (a change still running, or a replica holding its place): the fleet's mode is unchanged")
-	case errors.Is(err, fleet.ErrSwitchUnknown):
-		return newError(http.StatusServiceUnavailable, "switch_unknown", "ZooKeeper did not answer the switch's write: it may or may not be in force; read GET /admin/lock-mode")
-	}
-	return newError(http.StatusServiceUnavailable, "switch_failed", "the switch could not be made ("+err.Error()+"); the fleet's mode is unchanged")
 }
 
 // lowerFence is POST /admin/fences/:issuer/lower {"token": 0, "sku": "SKU-1"}: set the issuer's

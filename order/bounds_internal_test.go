@@ -8,12 +8,13 @@ import (
 
 	"github.com/zkstock/zkstock/internal/testenv"
 	"github.com/zkstock/zkstock/inventory"
+	"github.com/zkstock/zkstock/sale"
 )
 
-// With the defaults, a change is bounded by the sum of its bounds, each counted once, and that sum
-// is small: a switch of the fleet's mode behind a wedged change, and a shutdown, wait well under
-// a minute, not a read timeout for every round trip a change could make (17 minutes).
-func TestDefaultBoundsAreSmall(t *testing.T) {
+// With the defaults, a switch of the fleet's mode behind a wedged change waits well under a
+// minute, and no answer is cut off by the HTTP server's WriteTimeout (the engine's own bound,
+// LongestChange, is sale's TestDefaultBoundsAreSmall).
+func TestDefaultShellBoundsAreSmall(t *testing.T) {
 	ctx := context.Background()
 	cfg, err := LoadConfig(nil, func(name string) string {
 		if name == "ZK_OPEN_ACL" {
@@ -29,25 +30,17 @@ func TestDefaultBoundsAreSmall(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
-	s := &Server{cfg: cfg, store: st}
+	s := &Server{cfg: cfg, store: st, sales: sale.New(sale.Config{LockTimeout: cfg.LockTimeout, WorkDelay: cfg.WorkDelay}, st, nil, nil)}
 
-	longest, sw := s.longestChange(), s.switchBound()
-	t.Logf("defaults: longest change %v, switch bound %v, shutdown %v, HTTP WriteTimeout %v", longest, sw, longest, writeTimeout(longest))
-	if want := cfg.LockTimeout + s.txBudget() + st.ReadTimeout() + s.settleBound() + releaseTimeout; longest != want {
-		t.Errorf("longestChange %v, want LOCK_TIMEOUT + the transaction budget + one round trip + settleBound + the release = %v", longest, want)
-	}
-	if bound := 50 * time.Second; longest > bound {
-		t.Errorf("longestChange with the defaults is %v, want at most %v", longest, bound)
-	}
+	longest, sw := s.sales.LongestChange(), s.switchBound()
+	t.Logf("defaults: longest change %v, switch bound %v, HTTP WriteTimeout %v", longest, sw, writeTimeout(longest))
 	if bound := time.Minute; sw > bound {
 		t.Errorf("switchBound with the defaults is %v, want at most %v", sw, bound)
 	}
+	if want := longest + cfg.ZKSessionTimeout; sw != want {
+		t.Errorf("switchBound %v, want the longest change and the session timeout, %v", sw, want)
+	}
 	if wt := writeTimeout(longest); wt < longest {
 		t.Errorf("HTTP WriteTimeout %v is shorter than the longest change %v: its answer would be cut off", wt, longest)
-	}
-	// zk-batch: a batch (its lease's wait, its transaction, its settle and its release; shutdown
-	// waits for it as long as for a change) and so the purchases it answers are within the bound.
-	if batch := cfg.LockTimeout + s.batchBound() + s.settleBound() + releaseTimeout; batch > longest {
-		t.Errorf("a batch may take %v, more than the longest change %v", batch, longest)
 	}
 }

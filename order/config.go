@@ -12,52 +12,32 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/zkstock/zkstock/sale"
 )
 
-// LockMode is how purchases are coordinated between replicas.
-type LockMode string
+// LockMode is how changes are coordinated between replicas: a row of the sale engine's table.
+type LockMode = sale.LockMode
 
+// The lock modes (sale's), in the order the docs show them.
 const (
-	ModeZK         LockMode = "zk"          // fair ZooKeeper lock + fenced deduction (default)
-	ModeZKUnfenced LockMode = "zk-unfenced" // the lock alone
-	ModeNone       LockMode = "none"        // no lock: the unsafe read-modify-write that oversells
-
-	// The strategies of the comparison; they add to the three above.
-	ModeZKHerd      LockMode = "zk-herd"      // the herd ZooKeeper recipe + fenced deduction
-	ModeDBForUpdate LockMode = "db-forupdate" // SELECT ... FOR UPDATE in the transaction, no ZooKeeper
-	ModeDBCAS       LockMode = "db-cas"       // one conditional UPDATE, no ZooKeeper
-	ModeDBLockTable LockMode = "db-locktable" // a lock row in table_locks with an expiry, no ZooKeeper
-	ModeZKBatch     LockMode = "zk-batch"     // purchases coalesced per replica, one lease per batch
-	ModeRedis       LockMode = "redis"        // go-redsync lock with a watchdog, unfenced deduction
-	ModeRedisFenced LockMode = "redis-fenced" // the Redis lock with a token issued with it, fenced deduction
+	ModeZK          = sale.ModeZK
+	ModeZKUnfenced  = sale.ModeZKUnfenced
+	ModeNone        = sale.ModeNone
+	ModeZKHerd      = sale.ModeZKHerd
+	ModeDBForUpdate = sale.ModeDBForUpdate
+	ModeDBCAS       = sale.ModeDBCAS
+	ModeDBLockTable = sale.ModeDBLockTable
+	ModeZKBatch     = sale.ModeZKBatch
+	ModeRedis       = sale.ModeRedis
+	ModeRedisFenced = sale.ModeRedisFenced
 )
 
-// LockModes lists the modes in the order the docs show them: the rows of the table (modes.go).
-var LockModes = func() []LockMode {
-	names := make([]LockMode, len(modeTable))
-	for i, lm := range modeTable {
-		names[i] = lm.name
-	}
-	return names
-}()
+// LockModes lists the modes in the order the docs show them.
+var LockModes = sale.LockModes
 
 // ParseLockMode accepts one of LockModes.
-func ParseLockMode(s string) (LockMode, error) {
-	for _, m := range LockModes {
-		if string(m) == s {
-			return m, nil
-		}
-	}
-	return "", fmt.Errorf("unknown lock mode %q (want one of %s)", s, joinModes())
-}
-
-func joinModes() string {
-	parts := make([]string, len(LockModes))
-	for i, m := range LockModes {
-		parts[i] = string(m)
-	}
-	return strings.Join(parts, ", ")
-}
+func ParseLockMode(s string) (LockMode, error) { return sale.ParseLockMode(s) }
 
 // Config is the service's configuration; every field has an environment variable and a flag.
 type Config struct {
@@ -87,7 +67,7 @@ type Config struct {
 	// the old one; 0: the longest change plus the ZooKeeper session timeout (switchBound).
 	SwitchTimeout time.Duration
 	// QueueBudget is the longest wait for a SKU's lock a purchase is admitted to; one foreseen to
-	// wait longer is refused at once with 503 sku_busy and Retry-After (admission.go). 0: half
+	// wait longer is refused at once with 503 sku_busy and Retry-After (sale/admission.go). 0: half
 	// the lock timeout: the waits of a flash sale ran up to 1.4 times the budget, and a purchase
 	// admitted must still get its turn before its lock wait times out.
 	QueueBudget time.Duration
@@ -130,7 +110,7 @@ func LoadConfig(args []string, getenv func(string) string, out io.Writer) (Confi
 		dsnFile     = fs.String("mysql-dsn-file", env("MYSQL_DSN_FILE", ""), "file holding MYSQL_DSN (MYSQL_DSN_FILE)")
 		migrateDSN  = secret("mysql-migrate-dsn", "MYSQL_MIGRATE_DSN", "", "database as the user that creates and alters the tables; empty: MYSQL_DSN's (MYSQL_MIGRATE_DSN)")
 		migrateFile = fs.String("mysql-migrate-dsn-file", env("MYSQL_MIGRATE_DSN_FILE", ""), "file holding MYSQL_MIGRATE_DSN (MYSQL_MIGRATE_DSN_FILE)")
-		lockMode    = fs.String("lock-mode", env("LOCK_MODE", string(ModeZK)), joinModes()+" (LOCK_MODE)")
+		lockMode    = fs.String("lock-mode", env("LOCK_MODE", string(ModeZK)), sale.JoinModes()+" (LOCK_MODE)")
 		lockTimeout = fs.String("lock-timeout", env("LOCK_TIMEOUT", "5s"), "longest wait for a lock before 503 (LOCK_TIMEOUT)")
 		workDelay   = fs.String("work-delay", env("WORK_DELAY", "0"), "simulated work inside the critical section (WORK_DELAY)")
 		adminToken  = secret("admin-token", "ADMIN_TOKEN", "", "bearer token for /admin; empty disables it (ADMIN_TOKEN)")

@@ -9,49 +9,53 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/zkstock/zkstock/dlock"
+	"github.com/zkstock/zkstock/sale"
 )
 
+// metrics are the replica's Prometheus series, in a registry of its own: the shell's (the answers
+// by result) and the sale engine's (sale.Metrics).
 type metrics struct {
+	reg    *prometheus.Registry
 	orders *prometheus.CounterVec
 	// the children of orders every sale counts, made once rather than looked up by label per request
 	created, replayed prometheus.Counter
 	cancellations     *prometheus.CounterVec
-	lockWait          prometheus.Histogram
-	lockHold          prometheus.Histogram
+	sale              sale.Metrics // the lock waits and holds, the sold-out answers, the stock
 	stock             *prometheus.GaugeVec
-	// purchases answered out_of_stock without a turn of the lock (soldout.go): before they
-	// queued, or sent away from the queue
-	beforeQueue, leftQueue prometheus.Counter
 }
 
 var lockBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
 
-func newMetrics(reg *prometheus.Registry, zkStats func() dlock.Stats) (*metrics, error) {
+// newMetrics registers every series, the ZooKeeper counters read from zkStats at scrape time.
+func newMetrics(zkStats func() dlock.Stats) (*metrics, error) {
 	m := &metrics{
+		reg: prometheus.NewRegistry(),
 		orders: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "zkstock_orders_total", Help: "Purchase requests by result (created, replayed, or the error code).",
 		}, []string{"result"}),
 		cancellations: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "zkstock_cancellations_total", Help: "Cancellation requests by result (cancelled, replayed, or the error code).",
 		}, []string{"result"}),
-		lockWait: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "zkstock_lock_wait_seconds", Help: "Time spent waiting for a SKU lock.", Buckets: lockBuckets,
-		}),
-		lockHold: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "zkstock_lock_hold_seconds", Help: "Time a SKU lock was held, release included.", Buckets: lockBuckets,
-		}),
-		stock: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "zkstock_stock", Help: "Stock left as this replica last saw it.",
-		}, []string{"sku"}),
 	}
+	lockWait := prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "zkstock_lock_wait_seconds", Help: "Time spent waiting for a SKU lock.", Buckets: lockBuckets,
+	})
+	lockHold := prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "zkstock_lock_hold_seconds", Help: "Time a SKU lock was held, release included.", Buckets: lockBuckets,
+	})
+	stock := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "zkstock_stock", Help: "Stock left as this replica last saw it.",
+	}, []string{"sku"})
+	m.stock = stock
 	m.created, m.replayed = m.orders.WithLabelValues("created"), m.orders.WithLabelValues("replayed")
 	soldOut := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "zkstock_sold_out_fast_total", Help: "Purchases answered out_of_stock by a read of the stock, without a turn of the lock: before queueing, or sent away from the queue.",
 	}, []string{"where"})
-	m.beforeQueue, m.leftQueue = soldOut.WithLabelValues("before_queue"), soldOut.WithLabelValues("left_queue")
-	for _, c := range []prometheus.Collector{m.orders, m.cancellations, soldOut, m.lockWait, m.lockHold, m.stock, zkCollector{zkStats},
+	m.sale = sale.Metrics{LockWait: lockWait, LockHold: lockHold, Stock: func(sku string) sale.Gauge { return stock.WithLabelValues(sku) },
+		SoldOutBeforeQueue: soldOut.WithLabelValues("before_queue"), SoldOutLeftQueue: soldOut.WithLabelValues("left_queue")}
+	for _, c := range []prometheus.Collector{m.orders, m.cancellations, soldOut, lockWait, lockHold, stock, zkCollector{zkStats},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
-		if err := reg.Register(c); err != nil {
+		if err := m.reg.Register(c); err != nil {
 			return nil, fmt.Errorf("order: register metrics: %w", err)
 		}
 	}
@@ -59,7 +63,7 @@ func newMetrics(reg *prometheus.Registry, zkStats func() dlock.Stats) (*metrics,
 }
 
 func (s *Server) metricsHandler() http.Handler {
-	return promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{})
+	return promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})
 }
 
 // zkCollector exports the lock clients' own counters at scrape time.

@@ -6,15 +6,13 @@ import (
 	runtimemetrics "runtime/metrics"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/zkstock/zkstock/dlock"
 )
 
 // The live heap one SKU's stock gauge series keeps (make footprint counts it in what a catalogue
 // leaves behind): go test -run '^$' -bench StockGauge ./order
 func BenchmarkStockGaugeSeries(b *testing.B) {
-	m, err := newMetrics(prometheus.NewRegistry(), func() dlock.Stats { return dlock.Stats{} })
+	m, err := newMetrics(func() dlock.Stats { return dlock.Stats{} })
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,7 +1,6 @@
 package order
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 )
@@ -52,6 +51,3 @@ func parseLies(s string) (plantedLies, error) {
 	}
 	return l, nil
 }
-
-// errPlantedNotSold is the planted lie unconfirmedNotSold's error: answered storage_unavailable.
-var errPlantedNotSold = errors.New("planted lie: an unconfirmed COMMIT answered as not made")

@@ -1,12 +1,9 @@
 package order
 
 import (
-	"errors"
 	"net/http"
 
 	"github.com/gin-gonic/gin"
-
-	"github.com/zkstock/zkstock/inventory"
 )
 
 type productResponse struct {
@@ -43,11 +40,4 @@ func (s *Server) audit(c *gin.Context) {
 		return
 	}
 	c.JSON(http.StatusOK, a)
-}
-
-func readError(err error) *apiError {
-	if errors.Is(err, inventory.ErrUnknownSKU) {
-		return newError(http.StatusNotFound, "unknown_sku", "no such product")
-	}
-	return newError(http.StatusServiceUnavailable, "storage_unavailable", "the database did not answer")
 }

@@ -19,7 +19,7 @@ import (
 // The HTTP server's timeouts, so that no client holds a connection, a goroutine or a shutdown
 // for long by sending or reading slowly. Requests are small (a body of at most 4 KiB), so a
 // request must arrive whole within readTimeout. A response must be written within writeTimeout:
-// the longest a handler may take (longestChange), so that no answer is cut off, and writeMargin
+// the longest a handler may take (sale.Engine.LongestChange), so that no answer is cut off, and writeMargin
 // to write it. Live streams (GET /v1/events) lift both and set a deadline per event instead
 // (streamWriteTimeout). Variables, so that tests can shorten them (writeTimeoutOverride: a
 // test's WriteTimeout instead of the derived one).
@@ -170,7 +170,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return fmt.Errorf("orderd: listen: %w", err)
 	}
 	httpSrv := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: readHeaderTimeout, ReadTimeout: readTimeout,
-		WriteTimeout: writeTimeout(srv.longestChange()), IdleTimeout: idleTimeout, ConnContext: srv.ConnContext}
+		WriteTimeout: writeTimeout(srv.sales.LongestChange()), IdleTimeout: idleTimeout, ConnContext: srv.ConnContext}
 	httpSrv.RegisterOnShutdown(srv.EndStreams) // Shutdown waits for handlers; live streams never end by themselves
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- httpSrv.Serve(ln) }()
@@ -194,7 +194,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	case <-ctx.Done():
 	}
 	log.Info("shutting down: finishing in-flight purchases")
-	shCtx, cancel := context.WithTimeout(context.Background(), srv.longestChange())
+	shCtx, cancel := context.WithTimeout(context.Background(), srv.sales.LongestChange())
 	defer cancel()
 	if err := httpSrv.Shutdown(shCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("orderd: shutdown: %w", err)

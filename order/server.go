@@ -7,17 +7,14 @@ import (
 	"log/slog"
 	"net/http"
 	"regexp"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/gin-gonic/gin"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/zkstock/zkstock/dlock"
 	"github.com/zkstock/zkstock/dlock/fleet"
-	"github.com/zkstock/zkstock/dlock/teaching"
 	"github.com/zkstock/zkstock/inventory"
+	"github.com/zkstock/zkstock/sale"
 )
 
 // nameChars and maxNameLen are what a SKU (and a fleet or a replica id) may be made of; they keep
@@ -33,7 +30,9 @@ var (
 )
 
 // LockRoot is where the per-SKU locks live: LockRoot + "/" + SKU.
-const LockRoot = "/zkstock/locks/sku"
+const LockRoot = sale.LockRoot
+
+var lockPath = sale.LockPath
 
 const (
 	maxBodyBytes = 4 << 10
@@ -41,140 +40,37 @@ const (
 	MaxQty = 1000
 	// MaxStock bounds what the admin API may set.
 	MaxStock = 1_000_000_000
-	// releaseTimeout bounds a release that the request can no longer cancel. The answer waits for
-	// it; when ZooKeeper is unreachable, dlock keeps deleting the node in the background (and the
-	// node goes with the session anyway), so waiting longer would only delay the answer.
-	releaseTimeout = 2 * time.Second
 )
 
-// Server is one order-service replica.
+// Server is one order-service replica: the HTTP shell around a sale engine. Each field is one
+// component with one job.
 type Server struct {
 	cfg   Config
-	store *inventory.Store
-	locks *dlock.Client
 	log   *slog.Logger
-	fleet *fleet.Member // this replica's place in its fleet, which admits every change (fleet.go)
-	// members: the fleet's members as the live page shows them (events.go)
-	members membersView
-
-	metrics *metrics
-	reg     *prometheus.Registry
-	known   knownSKUs // SKUs seen to exist, with their stock gauges (known.go)
-
-	batchersMu sync.Mutex
-	batchers   map[string]*batcher // mode zk-batch, per SKU with purchases queued or selling
-	batchRuns  sync.WaitGroup      // the batchers' loops, which Close waits for
-	// batchesClosed: Close is waiting for the loops, and no new one starts (under batchersMu).
-	batchesClosed bool
-	batchPanic    func() // tests only: runs inside every batch's sale
-
-	herdMu sync.Mutex
-	herd   *teaching.Client // mode zk-herd's session, opened on first use
-	// herdOpening is closed when the opening of herd under way ends; nil when none is.
-	herdOpening chan struct{}
-
-	redisOnce sync.Once
-	redis     *redisLocks // the redis modes' client, opened on first use
-
-	soldOut   *soldOut     // sold-out products answered without their lock queue (soldout.go)
-	admission *admission   // purchases refused at once that would wait past the budget (admission.go)
-	feeds     *feeds       // the live page's streams
-	sales     atomic.Int64 // purchases this replica made, for the live page's rate
-	// purchases answered without a turn of the lock, for the live page: refused past the queue
-	// budget, and out_of_stock from a read of the stock
-	refused, soldOutFast atomic.Int64
-	stop                 chan struct{} // closed by Close
-	closeOnce            sync.Once
-}
-
-// herdClient is mode zk-herd's ZooKeeper session. The herd recipe is a teaching one, kept out of
-// dlock with a session of its own, opened the first time a replica sells in that mode. One caller
-// opens it; the others wait for that, each only until its own ctx ends: while ZooKeeper is
-// unreachable, a queue behind a lock held through the opening (and go-zookeeper's second to close
-// a session that never connected) answered the Nth purchase after about N seconds.
-func (s *Server) herdClient(ctx context.Context) (*teaching.Client, error) {
-	for {
-		s.herdMu.Lock()
-		if s.herd != nil {
-			c := s.herd
-			s.herdMu.Unlock()
-			return c, nil
-		}
-		opening := s.herdOpening
-		if opening == nil {
-			if err := ctx.Err(); err != nil { // woken by a failed opening as its own wait ended
-				s.herdMu.Unlock()
-				return nil, fmt.Errorf("zk-herd session: %w", err)
-			}
-			done := make(chan struct{})
-			s.herdOpening = done
-			s.herdMu.Unlock()
-			return s.openHerd(ctx, done)
-		}
-		s.herdMu.Unlock()
-		select {
-		case <-opening: // opened, or failed for its opener's reasons: look again
-		case <-ctx.Done():
-			return nil, fmt.Errorf("zk-herd session: %w", ctx.Err())
-		}
-	}
-}
-
-// openHerd opens the herd session for herdClient, and closes done when it is over.
-func (s *Server) openHerd(ctx context.Context, done chan struct{}) (*teaching.Client, error) {
-	c, err := teaching.Connect(ctx, s.cfg.ZKServers, s.cfg.ZKSessionTimeout, s.cfg.ReplicaID, s.cfg.ZKAuth.teachingOptions()...)
-	s.herdMu.Lock()
-	defer s.herdMu.Unlock()
-	s.herdOpening = nil
-	close(done)
-	if err != nil {
-		return nil, fmt.Errorf("zk-herd session: %w", err)
-	}
-	select {
-	case <-s.stop: // Close has run, and would not see this session to close it
-		_ = c.Close()
-		return nil, fmt.Errorf("zk-herd session: %w", errShuttingDown)
-	default:
-	}
-	s.herd = c
-	return c, nil
+	store *inventory.Store // the products and orders the API reads and the admin resets
+	locks *dlock.Client    // the replica's ZooKeeper session: readiness, the lock queues shown
+	// fleet is this replica's place in its fleet, which admits every change (fleet.go).
+	fleet   *fleet.Member
+	sales   *sale.Engine // sells purchases, carts and cancellations
+	metrics *metrics     // the Prometheus registry and the shell's series
+	feeds   *feeds       // the live page's streams and what they show (feeds.go)
 }
 
 // Close leaves the fleet once the changes in flight have ended (new ones are refused with
-// shutting_down), waits for the batches that are selling (mode zk-batch) and ends what the server
-// opened itself: mode zk-herd's session, whose nodes go with it, and the redis modes' client.
+// shutting_down), then closes the sale engine: it waits for the batches that are selling (mode
+// zk-batch) and ends what it opened itself (mode zk-herd's session, the redis modes' client).
 func (s *Server) Close() {
 	s.EndStreams()
-	s.closeOnce.Do(func() { close(s.stop) })
-	ctx, cancel := context.WithTimeout(context.Background(), s.longestChange())
+	ctx, cancel := context.WithTimeout(context.Background(), s.sales.LongestChange())
 	if err := s.fleet.Close(ctx); err != nil {
 		s.log.Warn("left the fleet with changes still in flight", "err", err)
 	}
 	cancel()
-	s.waitForBatches(s.longestChange()) // a batch is a change: its lock wait, batchBound, its settle, its release
-	s.herdMu.Lock()
-	if s.herd != nil {
-		_ = s.herd.Close()
-		s.herd = nil
-	}
-	s.herdMu.Unlock()
-	s.redisOnce.Do(func() {}) // no client is opened after Close
-	if s.redis != nil {
-		_ = s.redis.client.Close()
-	}
+	s.sales.Close()
 }
 
 // ZKStats adds up the ZooKeeper work of the replica's lock sessions (dlock's, and zk-herd's if opened).
-func (s *Server) ZKStats() dlock.Stats {
-	st := s.locks.Stats()
-	s.herdMu.Lock()
-	herd := s.herd
-	s.herdMu.Unlock()
-	if herd != nil {
-		st = st.Add(herd.Stats())
-	}
-	return st
-}
+func (s *Server) ZKStats() dlock.Stats { return s.sales.ZKStats() }
 
 // New builds a replica on an open store and a connected lock client.
 func New(cfg Config, store *inventory.Store, locks *dlock.Client, log *slog.Logger) (*Server, error) {
@@ -197,21 +93,19 @@ func New(cfg Config, store *inventory.Store, locks *dlock.Client, log *slog.Logg
 	if !skuPattern.MatchString(cfg.Fleet) || !skuPattern.MatchString(cfg.ReplicaID) {
 		return nil, fmt.Errorf("order: the fleet %q and the replica id %q must match %s", cfg.Fleet, cfg.ReplicaID, skuPattern)
 	}
-	s := &Server{cfg: cfg, store: store, locks: locks, log: log.With("replica", cfg.ReplicaID), batchers: map[string]*batcher{},
-		feeds: newFeeds(), stop: make(chan struct{})}
-	s.reg = prometheus.NewRegistry()
-	m, err := newMetrics(s.reg, s.ZKStats)
+	s := &Server{cfg: cfg, store: store, locks: locks, log: log.With("replica", cfg.ReplicaID), feeds: newFeeds()}
+	m, err := newMetrics(func() dlock.Stats { return s.sales.ZKStats() })
 	if err != nil {
 		return nil, err
 	}
 	s.metrics = m
-	s.soldOut = newSoldOut(store.Stocks, s.stop)
-	budget := cfg.QueueBudget
-	if budget == 0 {
-		budget = cfg.LockTimeout / 2
-	}
-	s.admission = newAdmission(budget)
-	s.soldOut.seen = func(sku string, stock int64) { s.admission.noteStock(sku, stock, time.Now()) }
+	s.sales = sale.New(sale.Config{
+		ReplicaID: cfg.ReplicaID, LockTimeout: cfg.LockTimeout, WorkDelay: cfg.WorkDelay, QueueBudget: cfg.QueueBudget,
+		ZKServers: cfg.ZKServers, ZKSessionTimeout: cfg.ZKSessionTimeout, HerdOptions: cfg.ZKAuth.teachingOptions(),
+		Redis:   sale.RedisConfig{Addr: cfg.RedisAddr, Username: cfg.RedisUsername, Password: cfg.RedisPassword, LockTTL: cfg.RedisLockTTL},
+		Metrics: m.sale,
+		Lies:    sale.Lies{SoldOutCache: planted.soldOutCache, UnconfirmedNotSold: planted.unconfirmedNotSold},
+	}, store, locks, s.log)
 	if s.fleet, err = s.joinFleet(); err != nil {
 		return nil, fmt.Errorf("order: %w", err)
 	}
@@ -315,8 +209,6 @@ func (s *Server) ready(c *gin.Context) {
 	}
 	abortWith(c, newError(http.StatusServiceUnavailable, "not_ready", msg[:len(msg)-1]))
 }
-
-func lockPath(sku string) string { return LockRoot + "/" + sku }
 
 func validSKU(sku string) *apiError {
 	if !skuPattern.MatchString(sku) {

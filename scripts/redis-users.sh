@@ -2,7 +2,7 @@
 # scripts/redis-users.sh ADMIN_PASSWORD SERVICE_PASSWORD prints zkstock's Redis aclfile, the one
 # place its users are written (scripts/servers.sh and scripts/secrets.sh use it):
 #   default  every command and key, behind ADMIN_PASSWORD (operators, the tests, lockbench)
-#   zkstock  the redis modes: only the commands they send (order/redislock.go and go-redsync's
+#   zkstock  the redis modes: only the commands they send (sale/redislock.go and go-redsync's
 #            scripts: SET NX PX, GET, DEL, PEXPIRE and INCR, inside EVAL/EVALSHA; HELLO, AUTH and
 #            PING to connect) on their keys alone (zkstock:lock:*), no channels
 # Passwords are stored as their SHA-256.

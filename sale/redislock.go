@@ -1,4 +1,4 @@
-package order
+package sale
 
 import (
 	"context"
@@ -93,17 +93,33 @@ type redisLocks struct {
 	ttl    time.Duration
 }
 
-func (s *Server) redisLocks() *redisLocks {
-	s.redisOnce.Do(func() {
-		c := redis.NewClient(&redis.Options{Addr: s.cfg.RedisAddr, Username: s.cfg.RedisUsername, Password: s.cfg.RedisPassword, DialTimeout: time.Second,
+// redisClient opens the redis modes' client on first use, and closes it once.
+type redisClient struct {
+	once  sync.Once
+	locks *redisLocks
+}
+
+// redisLocks is the engine's Redis client, opened on first use with the engine's RedisConfig.
+func (e *Engine) redisLocks() *redisLocks {
+	e.redis.once.Do(func() {
+		rc := e.cfg.Redis
+		c := redis.NewClient(&redis.Options{Addr: rc.Addr, Username: rc.Username, Password: rc.Password, DialTimeout: time.Second,
 			ReadTimeout: time.Second, WriteTimeout: time.Second, MaxRetries: -1})
-		ttl := s.cfg.RedisLockTTL
+		ttl := rc.LockTTL
 		if ttl <= 0 {
 			ttl = 10 * time.Second
 		}
-		s.redis = &redisLocks{client: c, rs: redsync.New(goredis.NewPool(c)), ttl: ttl}
+		e.redis.locks = &redisLocks{client: c, rs: redsync.New(goredis.NewPool(c)), ttl: ttl}
 	})
-	return s.redis
+	return e.redis.locks
+}
+
+// close closes the client if it was opened; none is opened after it.
+func (r *redisClient) close() {
+	r.once.Do(func() {})
+	if r.locks != nil {
+		_ = r.locks.client.Close()
+	}
 }
 
 // retryDelay is redsync's own: a random 50 to 250 ms between tries.
@@ -200,80 +216,4 @@ func randomValue() (string, error) {
 		return "", fmt.Errorf("redis lock value: %w", err)
 	}
 	return hex.EncodeToString(b[:]), nil
-}
-
-var errRedisLockExpired = errors.New("the Redis lock could not be extended: it may have expired")
-
-// redisLease is one holding of a Redis lock, kept alive by its watchdog.
-type redisLease struct {
-	m      *redsync.Mutex
-	token  int64
-	lost   chan struct{}
-	ctx    context.Context
-	cancel context.CancelCauseFunc
-	stop   chan struct{}
-
-	once     sync.Once
-	lostOnce sync.Once
-	err      error
-}
-
-func newRedisLease(m *redsync.Mutex, ttl time.Duration, token int64) *redisLease {
-	l := &redisLease{m: m, token: token, lost: make(chan struct{}), stop: make(chan struct{})}
-	l.ctx, l.cancel = context.WithCancelCause(context.Background())
-	go l.watchdog(ttl)
-	return l
-}
-
-// watchdog extends the lock every third of its expiry. It runs in the holder's process: a paused
-// process pauses its watchdog too, and the lock expires under it.
-func (l *redisLease) watchdog(ttl time.Duration) {
-	t := time.NewTicker(ttl / 3)
-	defer t.Stop()
-	for {
-		select {
-		case <-l.stop:
-			return
-		case <-t.C:
-			ctx, cancel := context.WithTimeout(context.Background(), ttl/3)
-			ok, err := l.m.ExtendContext(ctx)
-			cancel()
-			if !ok || err != nil {
-				l.markLost(fmt.Errorf("%w (%v)", errRedisLockExpired, err))
-				return
-			}
-		}
-	}
-}
-
-func (l *redisLease) markLost(err error) {
-	l.lostOnce.Do(func() {
-		l.cancel(err) // before Lost: whoever wakes on it finds the context ended
-		close(l.lost)
-	})
-}
-
-// Token is the fencing token issued with the lock (redis-fenced), 0 for the unfenced lock.
-func (l *redisLease) Token() int64 { return l.token }
-
-// Lost closes when the watchdog fails to extend the lock.
-func (l *redisLease) Lost() <-chan struct{} { return l.lost }
-
-// Context is cancelled when the lock is lost or released.
-func (l *redisLease) Context() context.Context { return l.ctx }
-
-// Unlock stops the watchdog and deletes the lock if it is still ours.
-func (l *redisLease) Unlock(ctx context.Context) error {
-	l.once.Do(func() {
-		close(l.stop)
-		ok, err := l.m.UnlockContext(ctx)
-		switch {
-		case err != nil:
-			l.err = fmt.Errorf("redis unlock: %w", err)
-		case !ok:
-			l.err = errRedisLockExpired
-		}
-		l.cancel(errors.New("unlocked"))
-	})
-	return l.err
 }

@@ -1,9 +1,7 @@
-package order
+package sale
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
@@ -43,12 +41,12 @@ func budget(ctx context.Context) (context.Context, context.CancelFunc) {
 // unanswered transaction first: a COMMIT stuck executing on the server (behind BACKUP STAGE
 // BLOCK_COMMIT, say) would otherwise block the locking read past the budget, and apply whenever
 // it is let through, however long after it was sent.
-func (s *Server) resolveKey(ctx context.Context, key string, cause error) (context.Context, context.CancelFunc, error) {
+func (e *Engine) resolveKey(ctx context.Context, key string, cause error) (context.Context, context.CancelFunc, error) {
 	ctx, cancel := budget(ctx)
 	// On failure the look-ups below still decide, once the transaction has ended.
-	ended := endTransaction(ctx, s.store, cause)
+	ended := endTransaction(ctx, e.store, cause)
 	for {
-		_, found, err := s.store.ResolveRequest(ctx, key)
+		_, found, err := e.store.ResolveRequest(ctx, key)
 		switch {
 		case err == nil && !found:
 			return ctx, cancel, fmt.Errorf("%w: %w", errNotCommitted, cause)
@@ -77,13 +75,13 @@ func endTransaction(ctx context.Context, store *inventory.Store, cause error) er
 }
 
 // resolvePurchase learns what became of a purchase whose COMMIT went unanswered.
-func (s *Server) resolvePurchase(ctx context.Context, p inventory.Purchase, cause error, log requestLog) (inventory.Result, error) {
-	ctx, cancel, err := s.resolveKey(ctx, p.RequestID, cause)
+func (e *Engine) resolvePurchase(ctx context.Context, p inventory.Purchase, cause error, log Log) (inventory.Result, error) {
+	ctx, cancel, err := e.resolveKey(ctx, p.RequestID, cause)
 	defer cancel()
 	if err != nil {
 		return inventory.Result{}, err
 	}
-	res, found, err := s.store.PurchaseByKey(ctx, p)
+	res, found, err := e.store.PurchaseByKey(ctx, p)
 	if err != nil || !found {
 		return inventory.Result{}, fmt.Errorf("%w: %w", errOutcomeUnknown, errors.Join(cause, err))
 	}
@@ -110,13 +108,13 @@ func (s *Server) resolvePurchase(ctx context.Context, p inventory.Purchase, caus
 
 // resolveCart learns what became of a cart whose COMMIT went unanswered: its key's head order
 // stands for the whole cart, which is all or nothing.
-func (s *Server) resolveCart(ctx context.Context, cart inventory.Cart, cause error, log requestLog) (inventory.CartResult, error) {
-	ctx, cancel, err := s.resolveKey(ctx, cart.RequestID, cause)
+func (e *Engine) resolveCart(ctx context.Context, cart inventory.Cart, cause error, log Log) (inventory.CartResult, error) {
+	ctx, cancel, err := e.resolveKey(ctx, cart.RequestID, cause)
 	defer cancel()
 	if err != nil {
 		return inventory.CartResult{}, err
 	}
-	res, found, err := s.store.CartByKey(ctx, cart)
+	res, found, err := e.store.CartByKey(ctx, cart)
 	if err != nil || !found {
 		return inventory.CartResult{}, fmt.Errorf("%w: %w", errOutcomeUnknown, errors.Join(cause, err))
 	}
@@ -153,12 +151,12 @@ func madeAll(cause error, orders []inventory.Order) (made, known bool) {
 }
 
 // resolveCancel learns whether a cancellation whose COMMIT went unanswered took effect.
-func (s *Server) resolveCancel(ctx context.Context, id int64, cause error, log requestLog) (inventory.CancelResult, error) {
+func (e *Engine) resolveCancel(ctx context.Context, id int64, cause error, log Log) (inventory.CancelResult, error) {
 	ctx, cancel := budget(ctx)
 	defer cancel()
-	ended := endTransaction(ctx, s.store, cause) // as resolveKey
+	ended := endTransaction(ctx, e.store, cause) // as resolveKey
 	for {
-		o, err := s.store.ResolveCancel(ctx, id)
+		o, err := e.store.ResolveCancel(ctx, id)
 		switch {
 		case err == nil && o.CancelledAt == nil:
 			return inventory.CancelResult{}, fmt.Errorf("%w: %w", errNotCommitted, cause)
@@ -172,7 +170,7 @@ func (s *Server) resolveCancel(ctx context.Context, id int64, cause error, log r
 			// or -1 when that cannot be read; the cancellation stands either way.
 			log.Info("order found cancelled after an unanswered commit, not known to be by this attempt")
 			remaining := int64(-1)
-			if prod, err := s.store.Product(ctx, o.SKU); err == nil {
+			if prod, err := e.store.Product(ctx, o.SKU); err == nil {
 				remaining = prod.Stock
 			}
 			return inventory.CancelResult{Order: o, Remaining: remaining, Replayed: true}, nil
@@ -183,11 +181,4 @@ func (s *Server) resolveCancel(ctx context.Context, id int64, cause error, log r
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-}
-
-// newRequestID makes the key of a purchase that came without an Idempotency-Key.
-func newRequestID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+: it crashes the program instead)
-	return "gen-" + hex.EncodeToString(b[:])
 }

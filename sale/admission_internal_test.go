@@ -1,4 +1,4 @@
-package order
+package sale
 
 import (
 	"context"
@@ -164,7 +164,7 @@ var turned = turnEnd{turned: true, left: -1}
 func TestSoldOutTellsAdmissionTheStockItRead(t *testing.T) {
 	so := newSoldOut(func(context.Context, []string) (map[string]int64, error) {
 		return map[string]int64{"READ": 5}, nil
-	}, nil)
+	}, nil, false)
 	var told []int64
 	so.seen = func(sku string, stock int64) { told = append(told, stock) }
 	so.noteShort("READ")

@@ -1,4 +1,4 @@
-package order
+package sale
 
 import (
 	"context"
@@ -45,10 +45,10 @@ func TestWaitWhileAliveIsBounded(t *testing.T) {
 	if err := live.QueryRowContext(ctx, "SELECT run FROM server_runs WHERE id = 1").Scan(&conn.Run); err != nil {
 		t.Fatal(err)
 	}
-	s := &Server{store: st}
+	e := &Engine{store: st}
 	done := make(chan bool, 1)
 	start := time.Now()
-	go func() { done <- s.waitWhileAlive(ctx, conn, newRequestLog(slog.Default())) }()
+	go func() { done <- e.waitWhileAlive(ctx, conn, NewLog(slog.Default())) }()
 	const slack = 15 * time.Second
 	select {
 	case gone := <-done:
@@ -59,7 +59,7 @@ func TestWaitWhileAliveIsBounded(t *testing.T) {
 		if took < st.CommitBound() {
 			t.Errorf("waitWhileAlive gave up on a live connection after %v, before the commit bound %v", took, st.CommitBound())
 		}
-	case <-time.After(s.aliveBound() + slack):
-		t.Fatalf("waitWhileAlive still waits on a live connection after %v: want it bounded by %v", time.Since(start), s.aliveBound())
+	case <-time.After(e.aliveBound() + slack):
+		t.Fatalf("waitWhileAlive still waits on a live connection after %v: want it bounded by %v", time.Since(start), e.aliveBound())
 	}
 }

@@ -1,4 +1,4 @@
-package order
+package sale
 
 import (
 	"context"
@@ -46,8 +46,8 @@ type soldOut struct {
 	// seen, when set, is told every stock read here, and every restock made here (a stock of
 	// -1: the amount is not known); never under mu. Admission foresees waits by it.
 	seen func(sku string, stock int64)
-	// trustSuspicion (tests only) answers a suspected SKU out_of_stock without reading the stock:
-	// the mistake the linearizability check must catch.
+	// trustSuspicion (a planted lie, or a test) answers a suspected SKU out_of_stock without
+	// reading the stock: the mistake the linearizability check must catch.
 	trustSuspicion bool
 }
 
@@ -77,8 +77,10 @@ type queuedPurchase struct {
 // cannot be served; the purchase is answered out_of_stock.
 var errSoldOutWhileQueued = errors.New("sold out while queued")
 
-func newSoldOut(stocks func(context.Context, []string) (map[string]int64, error), stop <-chan struct{}) *soldOut {
-	return &soldOut{stocks: stocks, stop: stop, skus: map[string]*stockWatch{}, wake: make(chan struct{}, 1)}
+// newSoldOut reads stocks with stocks and polls until stop closes; with trustSuspicion (the
+// planted lie SoldOutCache) it answers a suspected SKU sold out without reading its stock.
+func newSoldOut(stocks func(context.Context, []string) (map[string]int64, error), stop <-chan struct{}, trustSuspicion bool) *soldOut {
+	return &soldOut{stocks: stocks, stop: stop, skus: map[string]*stockWatch{}, wake: make(chan struct{}, 1), trustSuspicion: trustSuspicion}
 }
 
 // watch is sku's state, made if missing. Under so.mu.
@@ -112,7 +114,7 @@ func (so *soldOut) suspected(sku string) bool {
 // purchase queues, and its locked deduction decides.
 func (so *soldOut) shortBeforeQueue(ctx context.Context, sku string, qty int64) bool {
 	so.mu.Lock()
-	w, trust := so.skus[sku], so.trustSuspicion || planted.soldOutCache
+	w, trust := so.skus[sku], so.trustSuspicion
 	suspect := w != nil && w.suspect
 	so.mu.Unlock()
 	if !suspect {
@@ -210,89 +212,10 @@ func (so *soldOut) queue(ctx context.Context, sku string, qty int64) (_ context.
 	}
 }
 
-// startPolling runs the poller, or wakes it if it runs. Under so.mu.
-func (so *soldOut) startPolling() {
-	if so.polling {
-		select {
-		case so.wake <- struct{}{}:
-		default:
-		}
-		return
-	}
-	so.polling = true
-	go so.poll()
-}
-
-// poll reads the suspected SKUs that have purchases queued, until there are none.
-func (so *soldOut) poll() {
-	t := time.NewTicker(soldOutPoll)
-	defer t.Stop()
-	for {
-		so.mu.Lock()
-		var skus []string
-		for sku, w := range so.skus {
-			if w.suspect && len(w.queued) > 0 {
-				skus = append(skus, sku)
-			}
-		}
-		if len(skus) == 0 {
-			so.polling = false
-			so.mu.Unlock()
-			return
-		}
-		so.reads++
-		read := so.reads
-		so.mu.Unlock()
-
-		ctx, cancel := context.WithTimeout(context.Background(), soldOutReadTimeout)
-		stocks, err := so.stocks(ctx, skus)
-		cancel()
-		if err == nil {
-			so.sendAway(stocks, read)
-			for sku, stock := range stocks {
-				so.tell(sku, stock)
-			}
-		}
-		select {
-		case <-t.C:
-		case <-so.wake:
-		case <-so.stop:
-			so.mu.Lock()
-			so.polling = false
-			so.mu.Unlock()
-			return
-		}
-	}
-}
-
-// sendAway ends the wait of every purchase queued before the read numbered read began that asks
-// for more than its SKU's stock in that read.
-func (so *soldOut) sendAway(stocks map[string]int64, read uint64) {
-	so.mu.Lock()
-	defer so.mu.Unlock()
-	for sku, stock := range stocks {
-		w := so.skus[sku]
-		if w == nil {
-			continue
-		}
-		for q := range w.queued {
-			// A purchase queued after the read began learns nothing from it.
-			if q.seenBy < read && q.qty > stock {
-				q.leave(errSoldOutWhileQueued)
-				delete(w.queued, q)
-			}
-		}
-		// With units left, the purchases still queued can be served: their turns decide, and a
-		// sale that empties the SKU makes it suspected again.
-		w.suspect = stock == 0
-		so.forget(sku, w)
-	}
-}
-
 // leftQueue marks a lock wait that a read of the stock ended: sell turns it into out_of_stock
 // once the purchase's key is known not to have sold (keyAfterShortRead), and counts it there. A
 // wait that took the lock as it was sent away keeps the lock: its turn decides.
-func (s *Server) leftQueue(waitCtx context.Context, err error) error {
+func leftQueue(waitCtx context.Context, err error) error {
 	if err != nil && errors.Is(context.Cause(waitCtx), errSoldOutWhileQueued) {
 		return fmt.Errorf("%w: %w", errSoldOutWhileQueued, inventory.ErrOutOfStock)
 	}

@@ -1,4 +1,4 @@
-package order
+package sale
 
 import (
 	"context"
@@ -68,7 +68,7 @@ type zkLeases struct {
 func (z zkLeases) Tokens() map[string]int64 {
 	tokens := map[string]int64{}
 	for _, sku := range z.skus {
-		tokens[sku] = z.Token(lockPath(sku))
+		tokens[sku] = z.Token(LockPath(sku))
 	}
 	return tokens
 }

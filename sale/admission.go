@@ -1,4 +1,4 @@
-package order
+package sale
 
 import (
 	"errors"
@@ -77,12 +77,10 @@ type skuFlow struct {
 	lastLeft int64
 }
 
-// stallFactor: a gap between two ends this many turns long is a stall, not a turn. Counted as a
-// turn, the stall of a killed holder (its node stays for a session, 4 s) raised the average turn
-// a hundredfold, and the waits through it the scale to its bound, so that for many turns after
-// it every newcomer was foreseen a queue of stalls and refused: 1,276 of the compose test's
-// 1,500 buyers got sku_busy after order2 was killed. Stalls in a row are the new pace (a slower
-// mode, a WORK_DELAY raised), and are learnt. A stall is also long in itself (stallFloor, against
+// stallFactor: a gap between two ends this many turns long is a stall, not a turn, and is not
+// learnt: the stall of a killed holder (its node stays for a session) would raise the average
+// turn a hundredfold, and every newcomer after it would be foreseen a queue of stalls and
+// refused. Stalls in a row are the new pace (a slower mode, a WORK_DELAY raised), and are learnt. A stall is also long in itself (stallFloor, against
 // sessions of seconds): zk-batch's purchases end in bursts, a batch's time apart, and a burst's
 // first gap, many turns long, is its pace, not a stall.
 const (
@@ -120,9 +118,10 @@ func (e *errSKUBusy) Error() string {
 }
 
 // retryAfterSeconds is the Retry-After header's value: whole seconds, at least one.
-func (e *errSKUBusy) retryAfterSeconds() int {
-	return max(1, int(math.Ceil(e.retryAfter.Seconds())))
-}
+func (e *errSKUBusy) retryAfterSeconds() int { return wholeSeconds(e.retryAfter) }
+
+// wholeSeconds is d in whole seconds, rounded up, at least one.
+func wholeSeconds(d time.Duration) int { return max(1, int(math.Ceil(d.Seconds()))) }
 
 func newAdmission(budget time.Duration) *admission {
 	return &admission{budget: budget, now: time.Now, skus: map[string]*skuFlow{}}
@@ -155,39 +154,6 @@ func (a *admission) enter(sku string, mode LockMode, qty int64, now time.Time) (
 	return func(end turnEnd) { a.leave(sku, f, now, raw, qty, end) }, nil
 }
 
-// foreseen is the wait of a purchase arriving at now: the purchases ahead of it, one turn each,
-// or, when the stock seen within fresh of now cannot last that many turns, the wait for the
-// sell-out. A turn that runs long (a holder killed, whose node stays until its session ends; a
-// database that stalls) is not counted as a queue: its waiters would be served once it ends,
-// within LOCK_TIMEOUT, which still bounds their wait.
-func (f *skuFlow) foreseen(now time.Time, fresh time.Duration) time.Duration {
-	if f.inFlight == 0 || f.turns == 0 {
-		return 0 // nobody ahead, or no turn measured yet: admit, and learn
-	}
-	// The last turnWindow gaps follow a run of this replica's purchases at the head of the
-	// fleet's queue, whose gaps here are the fleet's turns, not this replica's pace: the others'
-	// purchases wait behind them. The last budget's turns average a whole queue's worth of the
-	// replicas' shares, and bound the turn from below.
-	turn := max(f.turn, f.paced)
-	queue := time.Duration(f.inFlight) * turn
-	if f.stockSeen.IsZero() || now.Sub(f.stockSeen) > fresh {
-		return queue
-	}
-	// The units the fleet sells a turn here: measured, and never fewer than those ahead here
-	// ask for a turn (all that this replica knows of when nothing is measured yet).
-	perTurn := max(f.drain, float64(f.units)/float64(f.inFlight))
-	turnsLeft := int(math.Ceil(float64(max(f.stock, 0)) / perTurn))
-	if turnsLeft >= f.inFlight {
-		return queue
-	}
-	return time.Duration(turnsLeft)*turn + f.sellOutWait()
-}
-
-// sellOutWait is how long the sell-out takes to reach the purchases queued here once the stock
-// is gone: a turn here, whose holder finds the stock short (or leaves it so), and a poll of it
-// that sends the queue away (soldout.go).
-func (f *skuFlow) sellOutWait() time.Duration { return f.turn + soldOutPoll }
-
 // noteStock takes sku's stock as a read at now showed it (the sold-out poller's, or one before a
 // purchase queued), or, with a negative stock, a restock here of an amount not known: the stock
 // the foreseen waits of every mode's flow of sku rest on, until a turn here sees it.
@@ -203,110 +169,6 @@ func (a *admission) noteStock(sku string, stock int64, now time.Time) {
 		case now.After(f.stockSeen):
 			f.stock, f.stockSeen = stock, now
 		}
-	}
-}
-
-// Bounds of skuFlow.scale: a few odd waits must not make the estimate refuse everyone, nor admit
-// everyone.
-const minScale, maxScale = 0.5, 2.0
-
-func (a *admission) leave(sku string, f *skuFlow, entered time.Time, foreseen time.Duration, qty int64, end turnEnd) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	now := a.now() // under the lock: ends racing for it must not make a gap run backwards
-	f.inFlight--
-	f.units -= qty
-	if end.left >= 0 {
-		f.stock, f.stockSeen = end.left, now
-	}
-	if !end.turned {
-		// Sent away from the queue, or timed out: no turn was served, and the burst of ends
-		// when a sold-out product's queue is sent away would read as turns of no length. A
-		// purchase that gave up its wait (LOCK_TIMEOUT) waited at least as long as it did:
-		// the waits foreseen worst end so, and the scale learns them, raised only (a wait cut
-		// short says nothing of how long it would have been), and not while a stall is under
-		// way (a holder killed, whose node stays for a session, is no queue).
-		stalling := now.Sub(f.since) > max(stallFactor*f.turn, stallFloor)
-		if end.timedOut && !stalling && f.foundQueue(entered, foreseen) {
-			f.learnScale(now.Sub(entered), foreseen, true)
-		}
-		if f.inFlight == 0 {
-			f.since = now
-		}
-		return
-	}
-	gap := now.Sub(f.since)
-	stalled := false
-	if f.turns >= stallAfterTurns && gap > max(stallFactor*f.turn, stallFloor) {
-		f.longGaps++
-		stalled = f.longGaps < stallsInARowLearnt
-	} else {
-		f.longGaps = 0
-	}
-	if stalled {
-		f.stallEnded = now
-	}
-	if !stalled && f.foundQueue(entered, foreseen) {
-		f.learnScale(now.Sub(entered), foreseen, false)
-	}
-	if f.turns == 0 {
-		// The first end after a cold start ended a time in which everyone then in flight was
-		// served side by side (db-cas, none) or queued (the locks): counted as one turn, it made
-		// a turn of a whole first request, slow with cold connections, and 66 in flight times
-		// that refused db-cas purchases that were served in milliseconds. Shared out, it
-		// underestimates a queue's turn instead, which the next ends correct.
-		gap /= time.Duration(f.inFlight + 1)
-	}
-	if !stalled {
-		f.turns = min(f.turns+1, turnWindow)
-		f.turn += (gap - f.turn) / time.Duration(f.turns)
-	}
-	f.pace(now, stalled, a.budget)
-	if end.left >= 0 {
-		// A stock that grew since the last turn here was restocked: no measure of the drain.
-		if fell := f.lastLeft - end.left; f.lastLeft >= 0 && fell >= 0 {
-			f.drains = min(f.drains+1, turnWindow)
-			f.drain += (float64(fell) - f.drain) / float64(f.drains)
-		}
-		f.lastLeft = end.left
-	}
-	f.since = now
-	if f.inFlight == 0 && len(a.skus) > maxKnownSKUs {
-		delete(a.skus, sku) // bounded like the SKUs a replica remembers; relearnt if it comes back
-	}
-}
-
-// foundQueue says whether a purchase that entered when, foreseen to wait foreseen, says how good
-// the estimate is: only one that found a queue of a few turns does; one that found none would
-// weigh its own turn's noise, and one that waited through a stall the stall.
-func (f *skuFlow) foundQueue(entered time.Time, foreseen time.Duration) bool {
-	return f.turn > 0 && foreseen >= 2*f.turn && entered.After(f.stallEnded)
-}
-
-// learnScale takes a purchase's time in flight against the wait foreseen for it into the scale;
-// atLeast, when its wait was longer still, only if that raises the scale.
-func (f *skuFlow) learnScale(inFlight, foreseen time.Duration, atLeast bool) {
-	ratio := float64(inFlight) / float64(foreseen+f.turn)
-	if atLeast && ratio <= f.scale {
-		return
-	}
-	f.scale = min(maxScale, max(minScale, f.scale+(ratio-f.scale)/turnWindow))
-}
-
-// pace takes a turn's end at now into ends and paced: a stall starts them afresh.
-func (f *skuFlow) pace(now time.Time, stalled bool, span time.Duration) {
-	if stalled {
-		f.ends = f.ends[:0]
-	}
-	f.ends = append(f.ends, now)
-	drop := 0
-	for drop < len(f.ends) && now.Sub(f.ends[drop]) > span {
-		drop++
-	}
-	f.ends = f.ends[drop:] // a queue: append reallocates (keeping the live ends only) when it must
-	f.paced = 0
-	if n := len(f.ends); n > turnWindow {
-		f.paced = now.Sub(f.ends[0]) / time.Duration(n-1)
 	}
 }
 

@@ -1,11 +1,9 @@
-package order
+package sale
 
 import (
 	"context"
 	"sync"
 	"sync/atomic"
-
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // maxKnownSKUs bounds the SKUs a replica remembers as existing; past it, the rest are read each
@@ -18,37 +16,37 @@ const maxKnownSKUs = 100_000
 // stays. Even if one were removed behind the service's back, nothing would be sold wrongly: the
 // locked transaction reads the product and answers unknown_sku; only the lock path would be made.
 type knownSKUs struct {
-	m sync.Map // sku -> prometheus.Gauge
+	m sync.Map // sku -> Gauge
 	n atomic.Int64
 }
 
 // productExists is the check before the lock: nil when the SKU exists (remembered, or read now),
 // inventory.ErrUnknownSKU when it does not.
-func (s *Server) productExists(ctx context.Context, sku string) error {
-	if _, ok := s.known.m.Load(sku); ok {
+func (e *Engine) productExists(ctx context.Context, sku string) error {
+	if _, ok := e.known.m.Load(sku); ok {
 		return nil
 	}
-	if _, err := s.store.Product(ctx, sku); err != nil {
+	if _, err := e.store.Product(ctx, sku); err != nil {
 		return err
 	}
-	s.rememberSKU(sku)
+	e.rememberSKU(sku)
 	return nil
 }
 
 // rememberSKU notes that sku exists.
-func (s *Server) rememberSKU(sku string) {
-	if _, ok := s.known.m.Load(sku); ok || s.known.n.Load() >= maxKnownSKUs {
+func (e *Engine) rememberSKU(sku string) {
+	if _, ok := e.known.m.Load(sku); ok || e.known.n.Load() >= maxKnownSKUs {
 		return
 	}
-	if _, loaded := s.known.m.LoadOrStore(sku, s.metrics.stock.WithLabelValues(sku)); !loaded {
-		s.known.n.Add(1)
+	if _, loaded := e.known.m.LoadOrStore(sku, e.cfg.Metrics.Stock(sku)); !loaded {
+		e.known.n.Add(1)
 	}
 }
 
-// stockGauge is the SKU's child of zkstock_stock.
-func (s *Server) stockGauge(sku string) prometheus.Gauge {
-	if g, ok := s.known.m.Load(sku); ok {
-		return g.(prometheus.Gauge)
+// StockGauge is the SKU's child of the stock gauge (Metrics.Stock).
+func (e *Engine) StockGauge(sku string) Gauge {
+	if g, ok := e.known.m.Load(sku); ok {
+		return g.(Gauge)
 	}
-	return s.metrics.stock.WithLabelValues(sku)
+	return e.cfg.Metrics.Stock(sku)
 }

@@ -1,4 +1,4 @@
-package order
+package sale
 
 import (
 	"math/rand/v2"

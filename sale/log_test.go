@@ -1,4 +1,4 @@
-package order
+package sale
 
 import (
 	"bytes"
@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// A requestLog writes the lines Logger.With would have written, attribute for attribute and in
+// A Log writes the lines Logger.With would have written, attribute for attribute and in
 // the same order, at the levels the handler lets through, and nothing below them.
 func TestRequestLogWritesWhatWithWould(t *testing.T) {
 	var got, want bytes.Buffer
@@ -16,7 +16,7 @@ func TestRequestLogWritesWhatWithWould(t *testing.T) {
 	base := slog.New(slog.NewJSONHandler(&got, opts)).With("replica", "order1")
 	with := slog.New(slog.NewJSONHandler(&want, opts)).With("replica", "order1")
 
-	l := newRequestLog(base, slog.String("sku", "sku-1"), slog.String("mode", "zk"), slog.String("request_id", "k1"))
+	l := NewLog(base, slog.String("sku", "sku-1"), slog.String("mode", "zk"), slog.String("request_id", "k1"))
 	w := with.With("sku", "sku-1", "mode", "zk", "request_id", "k1")
 	l.Info("purchase", "result", "created", "order", int64(7))
 	w.Info("purchase", "result", "created", "order", int64(7))
@@ -28,27 +28,27 @@ func TestRequestLogWritesWhatWithWould(t *testing.T) {
 	w.Warn("purchase failed", "code", "lock_lost")
 
 	// The mode as the service binds it, a LockMode, prints as With printed it.
-	newRequestLog(base, slog.String("mode", string(ModeZK))).Info("mode")
+	NewLog(base, slog.String("mode", string(ModeZK))).Info("mode")
 	with.With("mode", ModeZK).Info("mode")
 
 	// Under a group the attributes go into the group, as With's do.
-	newRequestLog(base.WithGroup("g"), slog.String("sku", "sku-1")).Warn("grouped", "n", 1)
+	NewLog(base.WithGroup("g"), slog.String("sku", "sku-1")).Warn("grouped", "n", 1)
 	with.WithGroup("g").With("sku", "sku-1").Warn("grouped", "n", 1)
 
 	// Past maxRequestAttrs the attributes go through With, still in order.
-	more := l.with(slog.Int("a", 1), slog.Int("b", 2))
+	more := l.With(slog.Int("a", 1), slog.Int("b", 2))
 	more.Info("more", "c", 3)
 	w.With("a", 1, "b", 2).Info("more", "c", 3)
 
-	// And the source is the line that logged, not requestLog's own.
+	// And the source is the line that logged, not Log's own.
 	var src bytes.Buffer
-	newRequestLog(slog.New(slog.NewJSONHandler(&src, &slog.HandlerOptions{AddSource: true}))).Info("where")
-	if !strings.Contains(src.String(), "requestlog_test.go") {
-		t.Fatalf("source of the line: %s, want requestlog_test.go", src.String())
+	NewLog(slog.New(slog.NewJSONHandler(&src, &slog.HandlerOptions{AddSource: true}))).Info("where")
+	if !strings.Contains(src.String(), "log_test.go") {
+		t.Fatalf("source of the line: %s, want log_test.go", src.String())
 	}
 
 	if got.String() != want.String() {
-		t.Fatalf("requestLog wrote\n%s\nLogger.With wrote\n%s", got.String(), want.String())
+		t.Fatalf("Log wrote\n%s\nLogger.With wrote\n%s", got.String(), want.String())
 	}
 	if n := strings.Count(got.String(), "\n"); n != 6 {
 		t.Fatalf("%d lines written, want 6:\n%s", n, got.String())
@@ -62,14 +62,14 @@ func dropTime(groups []string, a slog.Attr) slog.Attr {
 	return a
 }
 
-// The cost per purchase of the request's log: its attributes bound (requestLog, or Logger.With as
+// The cost per purchase of the request's log: its attributes bound (Log, or Logger.With as
 // before) and the line that answers a sale written.
 func BenchmarkRequestLog(b *testing.B) {
 	base := slog.New(slog.NewJSONHandler(io.Discard, nil)).With("replica", "order1")
-	b.Run("requestLog", func(b *testing.B) {
+	b.Run("Log", func(b *testing.B) {
 		b.ReportAllocs()
 		for i := 0; i < b.N; i++ {
-			l := newRequestLog(base, slog.String("sku", "sku-0001"), slog.String("mode", "zk"), slog.String("request_id", "f0e1d2c3b4a5968778695a4b3c2d1e0f"))
+			l := NewLog(base, slog.String("sku", "sku-0001"), slog.String("mode", "zk"), slog.String("request_id", "f0e1d2c3b4a5968778695a4b3c2d1e0f"))
 			l.InfoAttrs("purchase", slog.String("result", "created"), slog.Int64("order", int64(i)), slog.Int64("token", 5), slog.Int64("remaining", 9))
 		}
 	})

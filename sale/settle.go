@@ -1,0 +1,85 @@
+package sale
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/zkstock/zkstock/inventory"
+)
+
+// settle is the one place an unanswered COMMIT is settled, for every change and every batch: it
+// resolves the change (ch.resolve) while the locks are still held. Released before, a later
+// holder's plain read could miss a COMMIT that applies after it and overwrite it (the lock modes
+// without a fence). The resolver ends the transaction before it asks (EndTransaction), so the
+// answer is nearly always known. When it is not, the locks are kept while the server still shows
+// the transaction's connection (a COMMIT stuck executing there can apply at any time), for at
+// most the store's commit bound (waitWhileAlive), then asked again; and when the server cannot be
+// asked either, until the commit bound has passed since the COMMIT, after which a COMMIT not yet
+// on the server can no longer apply. The answer is outcome_unknown only then. It takes at most
+// settleBound. An err that is not an unanswered COMMIT is returned as it is.
+func (e *Engine) settle(ctx context.Context, ch change, err error, log Log) error {
+	if !errors.Is(err, inventory.ErrOutcomeUnknown) {
+		return err
+	}
+	unanswered := time.Now() // the COMMIT was sent before this
+	log.Warn("commit unanswered: asking the database what became of it before the lock is released", "err", err)
+	rerr := ch.resolve(ctx, err)
+	if errors.Is(rerr, errOutcomeUnknown) && e.waitWhileAlive(ctx, inventory.UnansweredConn(err), log) {
+		rerr = ch.resolve(ctx, err)
+	}
+	if errors.Is(rerr, errOutcomeUnknown) {
+		wait := time.Until(unanswered.Add(e.store.CommitBound()))
+		log.Warn("outcome unknown: keeping the lock until the commit can no longer apply", "wait", wait.String())
+		if wait > 0 {
+			time.Sleep(wait)
+		}
+	}
+	if e.cfg.Lies.UnconfirmedNotSold {
+		return errPlantedNotSold
+	}
+	return rerr
+}
+
+// errPlantedNotSold is the planted lie UnconfirmedNotSold's error: answered as not made.
+var errPlantedNotSold = errors.New("planted lie: an unconfirmed COMMIT answered as not made")
+
+// settleBound is the longest settle takes: a look-up within resolveBudget, the wait for the
+// connection (waitWhileAlive), and a second look-up; or the commit bound, which is shorter.
+func (e *Engine) settleBound() time.Duration { return 2*resolveBudget + e.aliveBound() }
+
+// alivePoll is how often waitWhileAlive looks at the connection.
+const alivePoll = 200 * time.Millisecond
+
+// aliveBound bounds waitWhileAlive: the store's commit bound, then one more look at the
+// connection, and the pause before it.
+func (e *Engine) aliveBound() time.Duration {
+	return e.store.CommitBound() + alivePoll + releaseTimeout
+}
+
+// waitWhileAlive waits while the server shows the connection conn, on which a COMMIT went
+// unanswered, and says whether it saw it gone: then the transaction has ended, and its key's
+// orders are final. It gives up (false) when the server cannot be asked, or when the connection
+// is still there after the store's commit bound: a COMMIT the resolver's KILL could not stop
+// that long is left to the answer outcome_unknown. It takes at most aliveBound.
+func (e *Engine) waitWhileAlive(ctx context.Context, conn inventory.ServerConn, log Log) bool {
+	if conn.ID == 0 {
+		return false
+	}
+	for deadline := time.Now().Add(e.store.CommitBound()); ; {
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		alive, err := e.store.ConnectionAlive(actx, conn)
+		cancel()
+		switch {
+		case err != nil:
+			log.Warn("the unanswered transaction's connection could not be looked up", "err", err)
+			return false
+		case !alive:
+			return true
+		case !time.Now().Before(deadline):
+			log.Warn("the unanswered transaction is still alive on the server past the commit bound: its outcome is unknown", "conn", conn.ID)
+			return false
+		}
+		time.Sleep(alivePoll)
+	}
+}

@@ -1,0 +1,88 @@
+package sale
+
+import (
+	"context"
+	"time"
+)
+
+// The poller of the sold-out answer (soldout.go): while a suspected SKU has purchases queued here,
+// it reads the stock and sends away the purchases it cannot serve.
+
+// startPolling runs the poller, or wakes it if it runs. Under so.mu.
+func (so *soldOut) startPolling() {
+	if so.polling {
+		select {
+		case so.wake <- struct{}{}:
+		default:
+		}
+		return
+	}
+	so.polling = true
+	go so.poll()
+}
+
+// poll reads the suspected SKUs that have purchases queued, until there are none.
+func (so *soldOut) poll() {
+	t := time.NewTicker(soldOutPoll)
+	defer t.Stop()
+	for {
+		so.mu.Lock()
+		var skus []string
+		for sku, w := range so.skus {
+			if w.suspect && len(w.queued) > 0 {
+				skus = append(skus, sku)
+			}
+		}
+		if len(skus) == 0 {
+			so.polling = false
+			so.mu.Unlock()
+			return
+		}
+		so.reads++
+		read := so.reads
+		so.mu.Unlock()
+
+		ctx, cancel := context.WithTimeout(context.Background(), soldOutReadTimeout)
+		stocks, err := so.stocks(ctx, skus)
+		cancel()
+		if err == nil {
+			so.sendAway(stocks, read)
+			for sku, stock := range stocks {
+				so.tell(sku, stock)
+			}
+		}
+		select {
+		case <-t.C:
+		case <-so.wake:
+		case <-so.stop:
+			so.mu.Lock()
+			so.polling = false
+			so.mu.Unlock()
+			return
+		}
+	}
+}
+
+// sendAway ends the wait of every purchase queued before the read numbered read began that asks
+// for more than its SKU's stock in that read.
+func (so *soldOut) sendAway(stocks map[string]int64, read uint64) {
+	so.mu.Lock()
+	defer so.mu.Unlock()
+	for sku, stock := range stocks {
+		w := so.skus[sku]
+		if w == nil {
+			continue
+		}
+		for q := range w.queued {
+			// A purchase queued after the read began learns nothing from it.
+			if q.seenBy < read && q.qty > stock {
+				q.leave(errSoldOutWhileQueued)
+				delete(w.queued, q)
+			}
+		}
+		// With units left, the purchases still queued can be served: their turns decide, and a
+		// sale that empties the SKU makes it suspected again.
+		w.suspect = stock == 0
+		so.forget(sku, w)
+	}
+}
