@@ -1,5 +1,7 @@
-// Package order is the order service: a Gin HTTP API that sells stock kept by package inventory,
-// each SKU's deduction serialized by a dlock fair lock in ZooKeeper.
+// Package order is the order service's HTTP shell: a Gin API around the sale engine (package
+// sale), which sells stock kept by package inventory under each lock mode's locks. The shell
+// parses requests, answers the engine's errors by one table (answers.go), serves the live page,
+// and reads the configuration and starts a replica.
 package order
 
 import (

@@ -3,6 +3,8 @@ package sale
 import (
 	"context"
 	"database/sql"
+	"errors"
+	"fmt"
 	"log/slog"
 	"testing"
 	"time"
@@ -61,5 +63,31 @@ func TestWaitWhileAliveIsBounded(t *testing.T) {
 		}
 	case <-time.After(e.aliveBound() + slack):
 		t.Fatalf("waitWhileAlive still waits on a live connection after %v: want it bounded by %v", time.Since(start), e.aliveBound())
+	}
+}
+
+// settle settles only an unanswered COMMIT, and the planted lie UnconfirmedNotSold turns a
+// settled change into one answered as not made (KindStorage), whatever the resolver learnt.
+func TestSettleAndThePlantedLie(t *testing.T) {
+	ctx := context.Background()
+	made := func(context.Context, error) error { return nil }
+	unanswered := fmt.Errorf("commit: %w", inventory.ErrOutcomeUnknown)
+	for _, c := range []struct {
+		lie       bool
+		err, want error
+	}{
+		{false, inventory.ErrOutOfStock, inventory.ErrOutOfStock},
+		{true, inventory.ErrOutOfStock, inventory.ErrOutOfStock},
+		{false, unanswered, nil},
+		{true, unanswered, errPlantedNotSold},
+	} {
+		e := &Engine{cfg: Config{Lies: Lies{UnconfirmedNotSold: c.lie}}}
+		got := e.settle(ctx, change{resolve: made}, c.err, NewLog(slog.New(slog.DiscardHandler)))
+		if !errors.Is(got, c.want) || (c.want == nil) != (got == nil) {
+			t.Errorf("lie %v, %v: settled %v, want %v", c.lie, c.err, got, c.want)
+		}
+		if k := classify(errPlantedNotSold); c.want == errPlantedNotSold && k != KindStorage {
+			t.Errorf("the lie is answered as kind %d, want KindStorage", k)
+		}
 	}
 }
