@@ -70,7 +70,7 @@ func (s *Server) runOnce(ctx context.Context, lm lockMode, pass *fleet.Pass, sor
 		if ch.sale != nil {
 			waitCtx, queued = s.soldOut.queue(lockCtx, ch.sale.SKU, ch.sale.Qty)
 		}
-		h, err := lm.lock(s, waitCtx, sorted)
+		h, err := s.lockBehindGate(waitCtx, lm, sorted, ch.sale)
 		queued()
 		if err != nil {
 			return nil, s.leftQueue(waitCtx, err)
@@ -84,6 +84,20 @@ func (s *Server) runOnce(ctx context.Context, lm lockMode, pass *fleet.Pass, sor
 			inventory.Hooks{Work: s.work(held), BeforeCommit: func() error { return errors.Join(stillHeld(held)(), admitted()) }, Deadline: deadline})
 		return s.settle(tctx, ch, err, log)
 	})
+}
+
+// lockBehindGate takes the mode's locks; a sale first passes its SKU's gate (lockgate.go), which
+// keeps the lock queue here no longer than the stock.
+func (s *Server) lockBehindGate(ctx context.Context, lm lockMode, sorted []string, sale *inventory.Purchase) (holding, error) {
+	if sale == nil {
+		return lm.lock(s, ctx, sorted)
+	}
+	passed, err := s.gate.enter(ctx, sale.SKU, sale.Qty)
+	if err != nil {
+		return nil, err
+	}
+	defer passed()
+	return lm.lock(s, ctx, sorted)
 }
 
 // settle resolves an unanswered COMMIT while the locks are still held: released before, a later

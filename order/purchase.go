@@ -195,6 +195,7 @@ func (s *Server) sell(ctx context.Context, p inventory.Purchase, mode LockMode, 
 	case err == nil:
 		end = turnEnd{turned: true, left: res.Remaining}
 		s.soldOut.noteStock(p.SKU, res.Remaining)
+		s.gate.noteStock(p.SKU, res.Remaining)
 	case errors.Is(err, inventory.ErrOutOfStock):
 		end = turnEnd{turned: !sentAway, left: p.Qty - 1}
 		s.soldOut.noteShort(p.SKU)

@@ -77,6 +77,7 @@ type Server struct {
 	redis     *redisLocks // the redis modes' client, opened on first use
 
 	soldOut   *soldOut     // sold-out products answered without their lock queue (soldout.go)
+	gate      *lockGate    // a SKU's lock queue here kept no longer than its stock (lockgate.go)
 	admission *admission   // purchases refused at once that would wait past the budget (admission.go)
 	feeds     *feeds       // the live page's streams
 	sales     atomic.Int64 // purchases this replica made, for the live page's rate
@@ -211,7 +212,11 @@ func New(cfg Config, store *inventory.Store, locks *dlock.Client, log *slog.Logg
 		budget = cfg.LockTimeout / 2
 	}
 	s.admission = newAdmission(budget)
-	s.soldOut.seen = func(sku string, stock int64) { s.admission.noteStock(sku, stock, time.Now()) }
+	s.gate = newLockGate()
+	s.soldOut.seen = func(sku string, stock int64) {
+		s.admission.noteStock(sku, stock, time.Now())
+		s.gate.noteStock(sku, stock)
+	}
 	if s.fleet, err = s.joinFleet(); err != nil {
 		return nil, fmt.Errorf("order: %w", err)
 	}
