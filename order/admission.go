@@ -36,6 +36,10 @@ import (
 type admission struct {
 	budget time.Duration    // the longest wait admitted; 0 admits everyone
 	now    func() time.Time // the clock ends are timed by; time.Now
+	// fleet, when set, gives a mode's queue of a SKU as the whole fleet holds it: the contenders
+	// in it and the turn it moves at (fleetqueue.go); ok is false when the mode has no such
+	// queue, or it has not been measured. The wait is then foreseen from it (foreseenInFleet).
+	fleet func(sku string, mode LockMode) (contenders int, turn time.Duration, ok bool)
 
 	mu   sync.Mutex
 	skus map[string]*skuFlow
@@ -64,6 +68,9 @@ type skuFlow struct {
 	// turnWindow, else 0. A turn is foreseen at least that long (foreseen).
 	ends  []time.Time
 	paced time.Duration
+
+	// fleetErr is how the waits foreseen from the fleet's queue turned out (estimateerror.go).
+	fleetErr estimateError
 
 	// stock is the SKU's stock as last seen here, at stockSeen: the stock a turn here left, or
 	// a read of it (noteStock). Zero stockSeen: not seen.
@@ -132,18 +139,29 @@ func newAdmission(budget time.Duration) *admission {
 // admitted purchase calls leave once it is answered, whatever the answer, saying how it ended.
 // Each mode's flow of a SKU is measured apart, so that a switch from a fast mode does not leave
 // its turns to judge a slow one by.
-func (a *admission) enter(sku string, mode LockMode, qty int64, now time.Time) (leave func(turnEnd), err error) {
-	sku = string(mode) + "/" + sku
+func (a *admission) enter(key string, mode LockMode, qty int64, now time.Time) (leave func(turnEnd), err error) {
+	sku := string(mode) + "/" + key
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	f := a.skus[sku]
 	if f == nil {
-		f = &skuFlow{scale: 1, lastLeft: -1}
+		f = &skuFlow{scale: 1, lastLeft: -1, fleetErr: newEstimateError()}
 		a.skus[sku] = f
 	}
 	raw := f.foreseen(now, a.budget)
 	// Its own turn is waited for too.
-	if wait := time.Duration(float64(raw+f.turn) * f.scale); raw > 0 && a.budget > 0 && wait > a.budget {
+	wait := time.Duration(float64(raw+f.turn) * f.scale)
+	var fleetWait time.Duration // the wait foreseen from the fleet's queue, when it was
+	if a.fleet != nil {
+		if contenders, turn, ok := a.fleet(key, mode); ok {
+			raw = f.foreseenInFleet(now, a.budget, contenders, turn)
+			if raw >= 2*turn { // found a queue: its error is learnt (fleetErr)
+				fleetWait = raw + turn
+			}
+			wait = time.Duration(float64(raw+turn) * f.fleetErr.margin())
+		}
+	}
+	if raw > 0 && a.budget > 0 && wait > a.budget {
 		return nil, &errSKUBusy{wait: wait, retryAfter: wait - a.budget}
 	}
 	if f.inFlight == 0 {
@@ -152,7 +170,12 @@ func (a *admission) enter(sku string, mode LockMode, qty int64, now time.Time) (
 	}
 	f.inFlight++
 	f.units += qty
-	return func(end turnEnd) { a.leave(sku, f, now, raw, qty, end) }, nil
+	return func(end turnEnd) {
+		if fleetWait > 0 {
+			a.learnFleetError(f, now, fleetWait, end)
+		}
+		a.leave(sku, f, now, raw, qty, end)
+	}, nil
 }
 
 // foreseen is the wait of a purchase arriving at now: the purchases ahead of it, one turn each,
@@ -181,6 +204,22 @@ func (f *skuFlow) foreseen(now time.Time, fresh time.Duration) time.Duration {
 		return queue
 	}
 	return time.Duration(turnsLeft)*turn + f.sellOutWait()
+}
+
+// foreseenInFleet is the wait of a purchase arriving at now behind the contenders of the fleet's
+// queue, one turn each, or, when the stock seen within fresh of now cannot last that many turns,
+// the wait for the sell-out: the turns the stock lasts, a turn whose holder finds it short, and a
+// poll that sends the queue away.
+func (f *skuFlow) foreseenInFleet(now time.Time, fresh time.Duration, contenders int, turn time.Duration) time.Duration {
+	queue := time.Duration(contenders) * turn
+	if f.stockSeen.IsZero() || now.Sub(f.stockSeen) > fresh || f.inFlight == 0 {
+		return queue
+	}
+	perTurn := max(1, float64(f.units)/float64(f.inFlight)) // the units a purchase here asks for
+	if turnsLeft := int(math.Ceil(float64(max(f.stock, 0)) / perTurn)); turnsLeft < contenders {
+		return time.Duration(turnsLeft+1)*turn + soldOutPoll
+	}
+	return queue
 }
 
 // sellOutWait is how long the sell-out takes to reach the purchases queued here once the stock

@@ -26,6 +26,9 @@ type lockMode struct {
 	issuer inventory.Issuer
 	// batched: single purchases queue for the SKU's batcher, which sells them under one lease.
 	batched bool
+	// fleetQueue: each purchase waits in the SKU's lock queue in ZooKeeper (lockPath), where
+	// admission reads the whole fleet's queue (fleetqueue.go).
+	fleetQueue bool
 	// repairStale runs when the fence refused the lock's token: it brings the issuer up to the
 	// fence and says whether to try once more with a new lock.
 	repairStale func(s *Server, ctx context.Context, skus []string, log requestLog) bool
@@ -33,10 +36,10 @@ type lockMode struct {
 
 // modeTable is every lock mode, in the order the docs show them. Later modes add to it.
 var modeTable = []lockMode{
-	{name: ModeZK, lock: (*Server).zkLocks, protect: inventory.Fenced, issuer: inventory.IssuerZooKeeper},
-	{name: ModeZKUnfenced, lock: (*Server).zkLocks, protect: inventory.Unfenced},
+	{name: ModeZK, lock: (*Server).zkLocks, protect: inventory.Fenced, issuer: inventory.IssuerZooKeeper, fleetQueue: true},
+	{name: ModeZKUnfenced, lock: (*Server).zkLocks, protect: inventory.Unfenced, fleetQueue: true},
 	{name: ModeNone, protect: inventory.Unsafe},
-	{name: ModeZKHerd, lock: (*Server).herdLocks, protect: inventory.Fenced, issuer: inventory.IssuerZooKeeper},
+	{name: ModeZKHerd, lock: (*Server).herdLocks, protect: inventory.Fenced, issuer: inventory.IssuerZooKeeper, fleetQueue: true},
 	{name: ModeDBForUpdate, protect: inventory.ForUpdate},
 	{name: ModeDBCAS, protect: inventory.CAS},
 	{name: ModeDBLockTable, lock: (*Server).tableLocks, protect: inventory.Unfenced},

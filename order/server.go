@@ -213,6 +213,17 @@ func New(cfg Config, store *inventory.Store, locks *dlock.Client, log *slog.Logg
 	}
 	s.admission = newAdmission(budget)
 	s.gate = newLockGate()
+	if s.locks != nil {
+		queue := newFleetQueue(func(ctx context.Context, sku string) (dlock.QueueStat, error) {
+			return s.locks.QueueStat(ctx, lockPath(sku))
+		})
+		s.admission.fleet = func(sku string, mode LockMode) (int, time.Duration, bool) {
+			if lm, err := modeOf(mode); err != nil || !lm.fleetQueue {
+				return 0, 0, false
+			}
+			return queue.view(sku)
+		}
+	}
 	s.soldOut.seen = func(sku string, stock int64) {
 		s.admission.noteStock(sku, stock, time.Now())
 		s.gate.noteStock(sku, stock)
