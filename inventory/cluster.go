@@ -58,8 +58,8 @@ type ClusterOptions struct {
 }
 
 // OpenCluster opens the cluster at dsns (one per node, go-sql-driver syntax; each node's Store as
-// Open makes it) with the first node, in order, that is ready as the writer, and starts the
-// monitor. A node whose settings are unsafe fails it at once (ErrMisconfigured: the nodes of a
+// Open makes it) with the first node, in order, that is ready as the writer, opens the others it
+// can reach, and starts the monitor. A node whose settings are unsafe fails it at once (ErrMisconfigured: the nodes of a
 // cluster share their configuration, and no move would cure it); it fails too when no node is
 // ready, with each node's error.
 func OpenCluster(ctx context.Context, dsns []string, pool PoolOptions, opts ClusterOptions) (*Cluster, error) {
@@ -87,9 +87,19 @@ func OpenCluster(ctx context.Context, dsns []string, pool PoolOptions, opts Clus
 		c.writer.Store(&member{node: i, store: s, since: time.Now()})
 		break
 	}
-	if c.writer.Load() == nil {
+	w := c.writer.Load()
+	if w == nil {
 		_ = c.closeStores()
 		return nil, fmt.Errorf("inventory: no node of the cluster is ready: %w", errors.Join(errs...))
+	}
+	// The other nodes' pools open now, where they can: a move then needs only a check of the
+	// node's state (SHOW STATUS, answered at once), where an Open's first reads, causal, wait for
+	// the cluster, seconds when a peer has just failed. One that cannot open now opens at a move.
+	for i := w.node + 1; i < len(dsns); i++ {
+		if _, err := c.ready(ctx, i); errors.Is(err, ErrMisconfigured) {
+			_ = c.closeStores()
+			return nil, err
+		}
 	}
 	monitorCtx, stop := context.WithCancel(context.Background())
 	c.stop = stop

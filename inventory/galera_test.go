@@ -360,6 +360,17 @@ func failoverUnderWrites(t *testing.T, fault, heal func(node string), limit time
 	}
 	healed = true
 	heal(victimNode)
+	// the old writer, back in the cluster, agrees
+	old, err := inventory.Open(ctx, nodes[victim], inventory.PoolOptions{})
+	if err != nil {
+		t.Fatalf("open the old writer after it came back: %v", err)
+	}
+	defer old.Close()
+	for _, p := range ps {
+		if a := audit(t, old, p.sku); a.Orders != int64(len(p.sold)) || a.Stock != stock-int64(len(p.sold)) {
+			t.Errorf("%s on the old writer: audit %+v after %d sold", p.sku, a, len(p.sold))
+		}
+	}
 }
 
 // The writer's node killed under writes: the cluster moves to another node, sales resume, and no
@@ -389,4 +400,17 @@ func TestGaleraClusterRefusesUnsafeSettings(t *testing.T) {
 	if !errors.Is(err, inventory.ErrMisconfigured) || !strings.Contains(err.Error(), "wsrep_sync_wait") {
 		t.Fatalf("open a cluster with wsrep_sync_wait=0: %v, want ErrMisconfigured", err)
 	}
+}
+
+// The writer's node frozen (SIGSTOP) under writes: its connections hang rather than fail, so
+// purchases in flight end unknown at their deadline and are retried; the cluster moves, and no key
+// is sold twice, also once the old writer thaws and catches up.
+func TestGaleraClusterMovesOffAPausedWriter(t *testing.T) {
+	failoverUnderWrites(t,
+		func(node string) { testenv.GaleraControl(t, "pause", node) },
+		func(node string) {
+			testenv.GaleraControl(t, "resume", node)
+			t.Logf("resumed: %s", testenv.GaleraControl(t, "wait-synced", "120"))
+		},
+		12*time.Second)
 }
