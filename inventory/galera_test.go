@@ -261,6 +261,11 @@ func (p *purchaser) run(ctx context.Context, t *testing.T, c *inventory.Cluster,
 	}
 }
 
+// failoverLimit bounds the time without a sale after a fault to the writer. Galera's survivors
+// block until they install a view without the failed node, which takes evs.suspect_timeout (5 s)
+// and more: 6.1-6.6 s measured here, 10.2 s once, on two cores shared with other work.
+const failoverLimit = 15 * time.Second
+
 // failoverUnderWrites runs four purchasers through a cluster on a fresh database, applies fault to
 // the writer's node (its number, 1 to 3) after a second, and checks that the writer moved, that
 // sales resumed within limit, and that every key was sold exactly once; heal undoes the fault.
@@ -379,7 +384,7 @@ func TestGaleraClusterMovesOffAKilledWriter(t *testing.T) {
 	failoverUnderWrites(t,
 		func(node string) { testenv.GaleraControl(t, "kill", node) },
 		func(node string) { t.Logf("restart: %s", testenv.GaleraControl(t, "restart", node)) },
-		10*time.Second)
+		failoverLimit)
 }
 
 // The writer's node cut off from its peers (non-primary, 1047 to every query): the cluster moves.
@@ -387,7 +392,7 @@ func TestGaleraClusterMovesOffAnIsolatedWriter(t *testing.T) {
 	failoverUnderWrites(t,
 		func(node string) { testenv.GaleraControl(t, "isolate", node) },
 		func(node string) { t.Logf("rejoin: %s", testenv.GaleraControl(t, "rejoin", node)) },
-		10*time.Second)
+		failoverLimit)
 }
 
 // OpenCluster refuses unsafe settings at once, rather than moving past them.
@@ -412,5 +417,5 @@ func TestGaleraClusterMovesOffAPausedWriter(t *testing.T) {
 			testenv.GaleraControl(t, "resume", node)
 			t.Logf("resumed: %s", testenv.GaleraControl(t, "wait-synced", "120"))
 		},
-		12*time.Second)
+		failoverLimit)
 }
