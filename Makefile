@@ -36,7 +36,7 @@ test: check-go lint compose-check
 ## test-galera: the inventory's tests against a three-node MariaDB Galera cluster (scripts/galera.sh:
 ## order ids under auto-increment control, the settings refused, causal reads through another
 ## node, a 1213 at COMMIT as a rollback, the writer killed, cut off and paused under writes, every
-## node killed at once), besides the usual servers; about 1.5 minutes; not part of make test yet
+## node killed at once), besides the usual servers; about 1.5 minutes; CI runs it after make test
 test-galera: check-go
 	ZKSTOCK_GALERA=1 $(SERVERS) run --no-ensemble --galera -- $(GO) test -race -count=1 -timeout 15m -run 'Galera|OrderIDs|WithoutGalera' -v ./inventory
 
