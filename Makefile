@@ -18,7 +18,7 @@ FUZZ_TARGETS := FuzzAPI FuzzAdmin
 NODENAME_FUZZ_TARGETS := FuzzParse FuzzNaming
 FUZZTIME_TEST ?= 12s
 
-.PHONY: check-go test test-faults nemesis test-nemesis lint compose-check compose-test screenshots footprint scale scale-ab syscalls-ab bench demo demo-up demo-down flash-sale servers-start servers-stop help
+.PHONY: check-go test test-galera test-faults nemesis test-nemesis lint compose-check compose-test screenshots footprint scale scale-ab syscalls-ab bench demo demo-up demo-down flash-sale servers-start servers-stop help
 
 ## check-go: the Go toolchain is at least go.mod's version (1.26.8); every target below that
 ## builds or tests depends on it and says what is missing
@@ -32,6 +32,13 @@ test: check-go lint compose-check
 	$(SERVERS) run -- bash -c '$(GO) test -race -count=1 -timeout 20m ./... $(DLOCK_PKGS) && \
 		for t in $(FUZZ_TARGETS); do $(GO) test -run "^$$" -fuzz "^$$t$$" -fuzztime $(FUZZTIME_TEST) ./order || exit 1; done && \
 		for t in $(NODENAME_FUZZ_TARGETS); do $(GO) -C dlock test -run "^$$" -fuzz "^$$t$$" -fuzztime $(FUZZTIME_TEST) ./internal/nodename || exit 1; done'
+
+## test-galera: the inventory's tests against a three-node MariaDB Galera cluster (scripts/galera.sh:
+## order ids under auto-increment control, the settings refused, causal reads through another
+## node, a 1213 at COMMIT as a rollback, the writer killed, cut off and paused under writes, every
+## node killed at once), besides the usual servers; about 1.5 minutes; CI runs it after make test
+test-galera: check-go
+	ZKSTOCK_GALERA=1 $(SERVERS) run --no-ensemble --galera -- $(GO) test -race -count=1 -timeout 15m -run 'Galera|OrderIDs|WithoutGalera' -v ./inventory
 
 ## test-faults: the fault scenarios (processes killed, paused, cut off; ZooKeeper and MariaDB
 ## stopped) and a bounded fuzz run; the results table goes to out/reliability-table.md

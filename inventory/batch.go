@@ -27,14 +27,14 @@ type BatchItem struct {
 var ErrBatchConflict = errors.New("inventory: batch conflicts with a concurrent order")
 
 // DeductBatch runs purchases of one SKU, in order, in one fenced transaction: one fence claim,
-// one read of the stock, one look-up of the batch's keys, one multi-row insert of the accepted
-// orders and one write of the stock, whatever the batch's size. Items refused for stock or a
-// reused key get their own Err; any other failure fails the whole batch and changes nothing. A
-// commit that goes unanswered is ErrOutcomeUnknown for the batch, except for the items already
-// known to be replays, which wrote nothing and keep their answers.
+// one read of the stock, one look-up of the batch's keys, one insert of the accepted orders
+// (recordOrders: one statement on MariaDB) and one write of the stock, whatever the batch's size.
+// Items refused for stock or a reused key get their own Err; any other failure fails the whole
+// batch and changes nothing. A commit that goes unanswered is ErrOutcomeUnknown for the batch,
+// except for the items already known to be replays, which wrote nothing and keep their answers.
 func (s *Store) DeductBatch(ctx context.Context, sku string, fence Fence, items []BatchItem, lastWord func() error) error {
 	err := s.inTx(ctx, ctx, func(tx *gorm.DB) error {
-		return deductBatch(tx, sku, fence, items, lastWord)
+		return s.deductBatch(tx, sku, fence, items, lastWord)
 	})
 	switch {
 	case err == nil:
@@ -73,7 +73,7 @@ func itemAttempt(err error, r Result) error {
 // deductBatch decides every item from one read of the stock, in the batch's order: a replay for a
 // key that made an order already (or earlier in the batch), ErrKeyReused for a key that made
 // another, ErrOutOfStock when the stock left cannot cover it, a sale otherwise.
-func deductBatch(tx *gorm.DB, sku string, fence Fence, items []BatchItem, lastWord func() error) error {
+func (s *Store) deductBatch(tx *gorm.DB, sku string, fence Fence, items []BatchItem, lastWord func() error) error {
 	if err := claimFence(tx, sku, fence); err != nil {
 		return err
 	}
@@ -137,9 +137,7 @@ func deductBatch(tx *gorm.DB, sku string, fence Fence, items []BatchItem, lastWo
 		it.Result = Result{Remaining: stock}
 	}
 	if len(orders) > 0 {
-		// One INSERT of many rows: MySQL and MariaDB give a simple multi-row insert consecutive
-		// ids (with auto_increment_increment 1), which is what GORM assigns back.
-		if err := tx.Create(&orders).Error; err != nil {
+		if err := s.recordOrders(tx, orders); err != nil {
 			return fmt.Errorf("record %d orders: %w", len(orders), err)
 		}
 		for i, j := range answers {

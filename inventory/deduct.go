@@ -103,7 +103,7 @@ func (s *Store) sell(ctx context.Context, sl sale, mode Mode, hooks Hooks) (orde
 				orders[i].RequestID = &key
 			}
 		}
-		if err := recordOrders(tx, orders); err != nil {
+		if err := s.recordOrders(tx, orders); err != nil {
 			return fmt.Errorf("record %d orders: %w", len(orders), err)
 		}
 		return beforeCommit(hooks.BeforeCommit)
@@ -145,40 +145,10 @@ func wrapChangeErr(what string, err error) error {
 	if errors.As(err, &short) {
 		return err
 	}
-	for _, known := range []error{ErrUnknownSKU, ErrOutOfStock, ErrStaleToken, ErrKeyReused, ErrOutcomeUnknown, ErrUnknownOrder} {
+	for _, known := range []error{ErrUnknownSKU, ErrOutOfStock, ErrStaleToken, ErrKeyReused, ErrOutcomeUnknown, ErrRolledBack, ErrUnknownOrder} {
 		if errors.Is(err, known) {
 			return err
 		}
 	}
 	return fmt.Errorf("inventory: %s: %w", what, err)
-}
-
-// insertOrder is the one statement that records a single order: fixed, so that the hot path of a
-// purchase builds no statement by reflection (GORM's Create does, per call).
-const insertOrder = "INSERT INTO orders (sku, qty, request_id, body_digest, replica, fence_token, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
-
-func insertOrderArgs(o *Order) []any {
-	return []any{o.SKU, o.Qty, o.RequestID, o.BodyDigest, o.Replica, o.FenceToken, o.CreatedAt}
-}
-
-// recordOrders inserts the orders and sets their ids and creation times: one order with the fixed
-// statement, several (a cart) with one multi-row INSERT through GORM. Errors are translated as
-// GORM's are (a duplicate key is gorm.ErrDuplicatedKey, which sell relies on).
-func recordOrders(tx *gorm.DB, orders []Order) error {
-	if len(orders) != 1 {
-		return tx.Create(&orders).Error
-	}
-	o := &orders[0]
-	o.CreatedAt = tx.NowFunc()
-	r, err := tx.Statement.ConnPool.ExecContext(tx.Statement.Context, insertOrder, insertOrderArgs(o)...)
-	if err == nil {
-		o.ID, err = r.LastInsertId()
-	}
-	if err != nil {
-		if t, ok := tx.Dialector.(gorm.ErrorTranslator); ok {
-			err = t.Translate(err)
-		}
-		return err
-	}
-	return nil
 }

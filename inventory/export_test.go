@@ -29,3 +29,14 @@ func (s *Store) SkewClockForTest(d time.Duration) {
 
 // ConnIDForTest is the server's id of conn.
 func ConnIDForTest(conn ServerConn) int64 { return conn.ID }
+
+// SetInsertReturningForTest chooses how recordOrders inserts several orders: one INSERT ...
+// RETURNING (on a server that has it), or one statement per order.
+func (s *Store) SetInsertReturningForTest(on bool) { s.insertReturns = on }
+
+// SessionVarForTest reads a session variable on a connection of the store's pool.
+func (s *Store) SessionVarForTest(ctx context.Context, name string) (string, error) {
+	var v string
+	err := s.sqlDB.QueryRowContext(ctx, "SELECT @@SESSION."+name).Scan(&v)
+	return v, err
+}

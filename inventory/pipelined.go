@@ -46,7 +46,7 @@ func (s *Store) sellPipelined(ctx context.Context, sl sale, mode Mode, hooks Hoo
 	if err != nil {
 		return nil, nil, false, fmt.Errorf("connection: %w", err)
 	}
-	c := &saleConn{conn: conn, store: s}
+	c := &saleConn{conn: conn, store: s, id: ServerConn{Addr: s.addr}}
 	defer c.end() // on every path but a COMMIT handed off: that one ends the transaction itself
 
 	stock, known, err := c.claimAndRead(stmts, l.sku, sl, mode)
@@ -86,6 +86,9 @@ func (s *Store) sellPipelined(ctx context.Context, sl sale, mode Mode, hooks Hoo
 	}
 	c.handedOff = true
 	if _, err := awaitCommit(ctx, func() (struct{}, error) { return struct{}{}, c.commit(ctx) }); err != nil {
+		if !errors.Is(err, ErrOutcomeUnknown) { // rolled back: nothing was sold
+			return nil, nil, false, err
+		}
 		return nil, nil, false, withAttempt(unanswered(err, c.id), []Order{o}, map[string]int64{l.sku: stock - l.take})
 	}
 	return []Order{o}, map[string]int64{l.sku: stock - l.take}, false, nil
@@ -162,14 +165,19 @@ func (c *saleConn) writeAndRecord(ctx context.Context, sku string, stock int64, 
 }
 
 // commit is the third round trip, and ends the transaction and the connection's use: every
-// error is ErrOutcomeUnknown. A client that hangs up does not cut a COMMIT short (see the other
-// commit); the connection's read timeout bounds the wait, and awaitCommit the caller's.
+// error is ErrOutcomeUnknown but the server's rollback, ErrRolledBack (commitFailed). A client
+// that hangs up does not cut a COMMIT short (see the other commit); the connection's read timeout
+// bounds the wait, and awaitCommit the caller's.
 func (c *saleConn) commit(ctx context.Context) error {
 	defer c.finish()
 	c.unsure = true
 	_, err := c.conn.ExecContext(context.WithoutCancel(ctx), "COMMIT")
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
+		err = commitFailed(err)
+		if errors.Is(err, ErrRolledBack) { // answered: the transaction is over, the connection in step
+			c.open, c.unsure = false, false
+		}
+		return err
 	}
 	c.open, c.unsure = false, false
 	return nil

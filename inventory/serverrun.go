@@ -19,6 +19,9 @@ import (
 type ServerConn struct {
 	ID  int64  // CONNECTION_ID()
 	Run string // the mark of the server's run the connection was on (server_runs); "" when not known
+	// Addr is the server's address as the store's DSN gives it: on a cluster, the node the
+	// connection was on, the only one that can end its transaction (Cluster.StoreAt).
+	Addr string
 }
 
 // ServerRun is the one row of server_runs, a MEMORY table, which every start of the server
@@ -88,6 +91,11 @@ func runMark(ctx context.Context, q querier, read sql.NullString) (string, error
 func (s *Store) onRunOf(ctx context.Context, conn ServerConn, f func(*sql.Conn) error) (gone bool, err error) {
 	if conn.ID == 0 || conn.Run == "" {
 		return false, errors.New("its connection is not known")
+	}
+	if conn.Addr != "" && conn.Addr != s.addr {
+		// Another node's connection: its id and run mean nothing here (each node has its own
+		// server_runs, a MEMORY table, which Galera does not replicate).
+		return false, fmt.Errorf("the connection is on %s, not on this store's %s", conn.Addr, s.addr)
 	}
 	c, err := s.sqlDB.Conn(ctx)
 	if err != nil {

@@ -27,6 +27,12 @@ type Store struct {
 	now func() time.Time
 	// readTimeout bounds the wait for one statement's answer on every connection.
 	readTimeout time.Duration
+	// galera: the server is a Galera node (wsrep_on); its sessions read causally (settings.go).
+	galera bool
+	// insertReturns: the server has INSERT ... RETURNING, which recordOrders uses for several rows.
+	insertReturns bool
+	// addr is the server's address, as the DSN gives it (ServerConn.Addr).
+	addr string
 }
 
 // PoolOptions size the connection pool.
@@ -56,11 +62,12 @@ const (
 // transaction stranded behind a vanished client does not hold its row locks for hours. A pause
 // inside a transaction (WORK_DELAY) must stay shorter than that.
 //
-// Open refuses a database whose auto_increment_increment is not 1 (Galera's
-// wsrep_auto_increment_control and multi-primary setups raise it): a multi-row INSERT takes its
-// orders' ids from the first id and an increment of 1, as GORM assumes, so with any other
-// increment the orders a batch answers with would carry ids that are not theirs. It refuses a
-// session character set in which the driver's escaping of arguments is unsafe (checkCharset).
+// Open refuses a session character set in which the driver's escaping of arguments is unsafe
+// (checkCharset). On a Galera node it sets wsrep_sync_wait=1 on every session unless the DSN sets
+// its own, and refuses the settings under which the service's guarantees do not hold with a
+// *SettingError, and a node that is not a Synced member of the primary component with
+// ErrNodeNotReady (settings.go). Any auto_increment_increment is accepted: nothing assumes that
+// orders' ids are consecutive (recordOrders).
 func Open(ctx context.Context, dsn string, pool PoolOptions) (*Store, error) {
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
@@ -95,13 +102,20 @@ func Open(ctx context.Context, dsn string, pool PoolOptions) (*Store, error) {
 	}
 	// The service's, whatever the DSN says: CommitBound counts on it.
 	cfg.Params["wait_timeout"] = strconv.Itoa(int(commitIdleTimeout / time.Second))
+	galera, err := galeraOn(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if _, set := cfg.Params["wsrep_sync_wait"]; galera && !set {
+		cfg.Params["wsrep_sync_wait"] = strconv.Itoa(syncWaitReads)
+	}
 	db, err := gorm.Open(gormmysql.Open(cfg.FormatDSN()), &gorm.Config{
 		Logger:                 logger.Discard,
 		SkipDefaultTransaction: true,
 		TranslateError:         true,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("inventory: open %s: %w", cfg.Addr, err)
+		return nil, nodeErr(fmt.Errorf("inventory: open %s: %w", cfg.Addr, err), galera)
 	}
 	sqlDB, err := db.DB()
 	if err != nil {
@@ -119,25 +133,32 @@ func Open(ctx context.Context, dsn string, pool PoolOptions) (*Store, error) {
 	// Retired before the server's wait_timeout ends them, so that a pooled connection is not
 	// found dead at its next use.
 	sqlDB.SetConnMaxIdleTime(commitIdleTimeout / 2)
-	s := &Store{db: db, sqlDB: sqlDB, now: time.Now, readTimeout: cfg.ReadTimeout}
-	if err := s.Ping(ctx); err != nil {
-		_ = s.Close()
-		return nil, err
+	s := &Store{db: db, sqlDB: sqlDB, now: time.Now, readTimeout: cfg.ReadTimeout, galera: galera, addr: cfg.Addr}
+	checks := []func(context.Context) error{s.Ping, s.checkWaitTimeout, s.checkVersion, s.checkCharset}
+	if galera {
+		checks = append(checks, s.checkGalera)
 	}
-	if err := s.checkWaitTimeout(ctx); err != nil {
-		_ = s.Close()
-		return nil, err
-	}
-	if err := s.checkAutoIncrement(ctx); err != nil {
-		_ = s.Close()
-		return nil, err
-	}
-	if err := s.checkCharset(ctx); err != nil {
-		_ = s.Close()
-		return nil, err
+	for _, check := range checks {
+		if err := check(ctx); err != nil {
+			_ = s.Close()
+			return nil, nodeErr(err, galera)
+		}
 	}
 	return s, nil
 }
+
+// checkVersion reads the server's version: whether it has INSERT ... RETURNING.
+func (s *Store) checkVersion(ctx context.Context) error {
+	var version string
+	if err := s.sqlDB.QueryRowContext(ctx, "SELECT VERSION()").Scan(&version); err != nil {
+		return fmt.Errorf("inventory: read the server's version: %w", err)
+	}
+	s.insertReturns = insertReturnsOn(version)
+	return nil
+}
+
+// Galera says whether the store's server is a Galera node (wsrep_on).
+func (s *Store) Galera() bool { return s.galera }
 
 // checkWaitTimeout reads wait_timeout back as the server applies it to the pool's sessions: the
 // DSN asks for commitIdleTimeout, but a server or a proxy in between may keep its own, and
@@ -148,29 +169,6 @@ func (s *Store) checkWaitTimeout(ctx context.Context) error {
 		return fmt.Errorf("inventory: read wait_timeout: %w", err)
 	}
 	s.noteSession(waitTimeout)
-	return nil
-}
-
-// ErrAutoIncrement: the database's auto_increment_increment is not 1; see Open.
-var ErrAutoIncrement = fmt.Errorf("%w: auto_increment_increment must be 1", ErrMisconfigured)
-
-// checkAutoIncrement reads auto_increment_increment as the pool's sessions have it: the global
-// value, or the DSN's if it sets one, which the driver sets on every connection it opens. That
-// session value is what an INSERT uses.
-func (s *Store) checkAutoIncrement(ctx context.Context) error {
-	var inc sql.NullInt64
-	if err := s.db.WithContext(ctx).Raw("SELECT @@SESSION.auto_increment_increment").Scan(&inc).Error; err != nil {
-		return fmt.Errorf("inventory: read auto_increment_increment: %w", err)
-	}
-	if !inc.Valid { // no answer is not a wrong one: the start tries again
-		return errors.New("inventory: read auto_increment_increment: no value")
-	}
-	if inc.Int64 != 1 {
-		return fmt.Errorf("%w, the database has %d: a multi-row insert of orders takes their ids from the first id "+
-			"and an increment of 1, so the orders of a batch would be answered with ids that are not theirs. "+
-			"Set auto_increment_increment=1 for this database's sessions (on Galera: wsrep_auto_increment_control=OFF "+
-			"and write to one node), or run zkstock on a single primary", ErrAutoIncrement, inc.Int64)
-	}
 	return nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 )
@@ -15,9 +16,30 @@ import (
 // been applied; ResolveRequest learns which.
 var ErrOutcomeUnknown = errors.New("inventory: commit outcome unknown")
 
+// ErrRolledBack: the server answered the COMMIT with a rollback (error 1213: on Galera, the
+// transaction failed certification against a write made on another node, or a write replicated
+// from another node aborted it). The outcome is known: nothing was changed, and the change may be
+// tried again.
+var ErrRolledBack = errors.New("inventory: the database rolled the transaction back at COMMIT; nothing was changed")
+
+// commitFailed classifies the error of a COMMIT: ErrRolledBack when the server answered with a
+// rollback, which is final on every node (certification is decided alike by all of them);
+// ErrOutcomeUnknown for everything else, since any other error (a broken connection, a timeout,
+// a node that left the primary component while its write set was on the way) may come after the
+// transaction was applied.
+func commitFailed(err error) error {
+	var me *mysql.MySQLError
+	if errors.As(err, &me) && me.Number == 1213 {
+		return fmt.Errorf("%w: %w", ErrRolledBack, err)
+	}
+	return fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
+}
+
 // inTx runs fn in one transaction. An error from fn (or a panic) rolls the transaction back, so
-// nothing was changed; an error from the COMMIT itself is ErrOutcomeUnknown. This is the one place
-// that tells the two apart, for every deduction. The statements before the COMMIT run under
+// nothing was changed; an error from the COMMIT itself is ErrOutcomeUnknown, unless the server
+// answered it with a rollback (ErrRolledBack, commitFailed). This is the one place that tells
+// them apart, for every deduction but the pipelined sale's (saleConn.commit, which classifies its
+// COMMIT's error with the same commitFailed). The statements before the COMMIT run under
 // stmts (ctx, or ctx with an earlier deadline: Hooks.Deadline), and no COMMIT is sent once its
 // deadline has passed; the COMMIT runs under ctx.
 func (s *Store) inTx(ctx, stmts context.Context, fn func(tx *gorm.DB) error) error {
@@ -47,7 +69,10 @@ func (s *Store) inTx(ctx, stmts context.Context, fn func(tx *gorm.DB) error) err
 		return err
 	}
 	if err := commit(ctx, tx); err != nil {
-		return unanswered(err, conn)
+		if errors.Is(err, ErrOutcomeUnknown) {
+			return unanswered(err, conn)
+		}
+		return err
 	}
 	return nil
 }
@@ -64,7 +89,7 @@ func (s *Store) inTx(ctx, stmts context.Context, fn func(tx *gorm.DB) error) err
 func commit(ctx context.Context, tx *gorm.DB) error {
 	_, err := awaitCommit(ctx, func() (struct{}, error) {
 		if err := tx.Commit().Error; err != nil {
-			return struct{}{}, fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
+			return struct{}{}, commitFailed(err)
 		}
 		return struct{}{}, nil
 	})

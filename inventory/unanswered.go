@@ -121,7 +121,7 @@ func (s *Store) noteSession(waitTimeout int64) {
 
 // readSession reads the transaction's connection and notes its wait_timeout.
 func (s *Store) readSession(tx *gorm.DB) (ServerConn, error) {
-	var conn ServerConn
+	conn := ServerConn{Addr: s.addr}
 	var run sql.NullString
 	var waitTimeout int64
 	if err := tx.Raw("SELECT "+sessionColumns).Row().Scan(&conn.ID, &run, &waitTimeout); err != nil {

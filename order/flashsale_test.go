@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zkstock/zkstock/internal/testenv"
 	"github.com/zkstock/zkstock/order"
 )
 
@@ -171,5 +172,61 @@ func TestKeyedRetrySentAwayAnswersItsSale(t *testing.T) {
 	}
 	if r := replies[3]; r.status != 200 || r.orderID() != replies[0].orderID() {
 		t.Fatalf("the retry of A's key: %s %s; want 200 with A's order %d", r.codeLine(), r.raw, replies[0].orderID())
+	}
+}
+
+// A flash sale's lock queue in ZooKeeper holds no more purchases than the units left: the buyers
+// past the stock wait beside the queue, on their replica, for the read that answers them. Each of
+// 3 replicas sells one unit first (so each has seen the stock: 8, 7 and 6 left), then 240 buyers
+// come at once for the 6 left, each turn 20 ms long. The lock's waiters in ZooKeeper stay within
+// what the replicas saw left, one holder each beside (24); without the gate they are the burst's
+// hundreds. Exactly 6 more are sold; every other buyer is told out_of_stock, or refused with
+// nothing sold.
+func TestLockQueueNoLongerThanTheStock(t *testing.T) {
+	rs := newCluster(t, 3, clusterOpts{WorkDelay: 20 * time.Millisecond})
+	const sku = "FLASH-GATE"
+	resetStock(t, rs[0], sku, 9)
+	for i, r := range rs {
+		if rep := buy(t, r, sku, 1, "first-"+strconv.Itoa(i)); rep.status != 201 {
+			t.Fatalf("first sale on %s: %s %s", r.Name, rep.codeLine(), rep.raw)
+		}
+	}
+	conn := testenv.ZKConn(t, testenv.ZKServers(t))
+	most := make(chan int, 1)
+	stop := make(chan struct{})
+	go func() {
+		n := 0
+		for {
+			select {
+			case <-stop:
+				most <- n
+				return
+			default:
+			}
+			if children, _, err := conn.Children(order.LockRoot + "/" + sku); err == nil {
+				n = max(n, len(children))
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}()
+	replies := buyAll(t, rs, sku, 240, "burst")
+	close(stop)
+	waiters := <-most
+	sold := 0
+	for _, rep := range replies {
+		switch rep.codeLine() {
+		case "201 ":
+			sold++
+		case "409 out_of_stock", "503 sku_busy":
+		default:
+			t.Errorf("answer %s %s: want 201, 409 out_of_stock or 503 sku_busy", rep.codeLine(), rep.raw)
+		}
+	}
+	t.Logf("at most %d nodes in the lock's queue for 240 buyers of 6 units", waiters)
+	if a := auditOf(t, rs[0], sku); sold != 6 || a.UnitsSold != 9 || a.Stock != 0 || a.LostUpdates != 0 {
+		t.Fatalf("%d of the burst sold, audit %+v: want 6 sold, 9 in all, none left", sold, a)
+	}
+	if waiters > 24 {
+		t.Errorf("%d nodes in the lock's queue at once for 6 units left: want at most 24 (the units each replica saw left, and a holder each)", waiters)
 	}
 }

@@ -13,15 +13,18 @@ import (
 // queue only grows, and every waiter that times out costs the holders ZooKeeper's writes; refused
 // at the door, a purchase costs nothing of the SKU's: no node, no read, no connection.
 //
-// The rule: a purchase is refused when its foreseen wait, scaled by how the waits foreseen here
-// turned out (skuFlow.scale), is longer than the budget. The foreseen wait rests on what this
-// replica measures of the SKU, never on a queue length someone must tune:
+// The rule: a purchase is refused when its foreseen wait, times a correction learnt from how the
+// waits foreseen here turned out, is longer than the budget. The foreseen wait rests on what is
+// measured of the SKU, never on a queue length someone must tune:
 //
-//   - the queue: the purchases ahead of it here, one turn each (Little's law: the fleet's queue
-//     is first come, first served and each replica takes its share, so the purchases ahead here
-//     over this replica's rate of ends is the fleet's queue over the fleet's rate). A turn is the
-//     moving average of the gaps between ends here while the SKU was busy, and at least their
-//     mean over the last budget (skuFlow.paced). The purchase's own turn is waited for too.
+//   - the queue, where the mode queues in ZooKeeper (lockMode.fleetQueue): the contenders of the
+//     whole fleet's queue there, one turn each at the rate nodes leave it (fleetqueue.go), and
+//     the purchase's own turn; the correction is estimateError's margin, at least 1.
+//   - the queue, in the other modes: the purchases ahead of it here, one turn each (Little's law
+//     on this replica's share of the queue). A turn is the moving average of the gaps between
+//     ends here while the SKU was busy, and at least their mean over the last budget
+//     (skuFlow.paced). The purchase's own turn is waited for too; the correction is
+//     skuFlow.scale.
 //   - the stock: a purchase behind more demand than the stock left does not wait for the whole
 //     queue; the sell-out answers it (soldout.go sends a sold-out product's queue away). So the
 //     wait is at most the turns the stock left can last, plus a turn and a poll for the sell-out
@@ -36,6 +39,10 @@ import (
 type admission struct {
 	budget time.Duration    // the longest wait admitted; 0 admits everyone
 	now    func() time.Time // the clock ends are timed by; time.Now
+	// fleet, when set, gives a mode's queue of a SKU as the whole fleet holds it: the contenders
+	// in it and the turn it moves at (fleetqueue.go); ok is false when the mode has no such
+	// queue, or it has not been measured. The wait is then foreseen from it (foreseenInFleet).
+	fleet func(sku string, mode LockMode) (contenders int, turn time.Duration, ok bool)
 
 	mu   sync.Mutex
 	skus map[string]*skuFlow
@@ -64,6 +71,9 @@ type skuFlow struct {
 	// turnWindow, else 0. A turn is foreseen at least that long (foreseen).
 	ends  []time.Time
 	paced time.Duration
+
+	// fleetErr is how the waits foreseen from the fleet's queue turned out (estimateerror.go).
+	fleetErr estimateError
 
 	// stock is the SKU's stock as last seen here, at stockSeen: the stock a turn here left, or
 	// a read of it (noteStock). Zero stockSeen: not seen.
@@ -131,18 +141,29 @@ func newAdmission(budget time.Duration) *admission {
 // admitted purchase calls leave once it is answered, whatever the answer, saying how it ended.
 // Each mode's flow of a SKU is measured apart, so that a switch from a fast mode does not leave
 // its turns to judge a slow one by.
-func (a *admission) enter(sku string, mode LockMode, qty int64, now time.Time) (leave func(turnEnd), err error) {
-	sku = string(mode) + "/" + sku
+func (a *admission) enter(key string, mode LockMode, qty int64, now time.Time) (leave func(turnEnd), err error) {
+	sku := string(mode) + "/" + key
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	f := a.skus[sku]
 	if f == nil {
-		f = &skuFlow{scale: 1, lastLeft: -1}
+		f = &skuFlow{scale: 1, lastLeft: -1, fleetErr: newEstimateError()}
 		a.skus[sku] = f
 	}
 	raw := f.foreseen(now, a.budget)
 	// Its own turn is waited for too.
-	if wait := time.Duration(float64(raw+f.turn) * f.scale); raw > 0 && a.budget > 0 && wait > a.budget {
+	wait := time.Duration(float64(raw+f.turn) * f.scale)
+	var fleetWait time.Duration // the wait foreseen from the fleet's queue, when it was
+	if a.fleet != nil {
+		if contenders, turn, ok := a.fleet(key, mode); ok {
+			raw = f.foreseenInFleet(now, a.budget, contenders, turn)
+			if raw >= 2*turn { // found a queue: its error is learnt (fleetErr)
+				fleetWait = raw + turn
+			}
+			wait = time.Duration(float64(raw+turn) * f.fleetErr.margin())
+		}
+	}
+	if raw > 0 && a.budget > 0 && wait > a.budget {
 		return nil, &errSKUBusy{wait: wait, retryAfter: wait - a.budget}
 	}
 	if f.inFlight == 0 {
@@ -151,7 +172,12 @@ func (a *admission) enter(sku string, mode LockMode, qty int64, now time.Time) (
 	}
 	f.inFlight++
 	f.units += qty
-	return func(end turnEnd) { a.leave(sku, f, now, raw, qty, end) }, nil
+	return func(end turnEnd) {
+		if fleetWait > 0 {
+			a.learnFleetError(f, now, fleetWait, end)
+		}
+		a.leave(sku, f, now, raw, qty, end)
+	}, nil
 }
 
 // noteStock takes sku's stock as a read at now showed it (the sold-out poller's, or one before a

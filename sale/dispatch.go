@@ -74,7 +74,7 @@ func (e *Engine) runOnce(ctx context.Context, t Ticket, sorted []string, log Log
 		if ch.sale != nil {
 			waitCtx, queued = e.soldOut.queue(lockCtx, ch.sale.SKU, ch.sale.Qty)
 		}
-		h, err := lm.lock(e, waitCtx, sorted)
+		h, err := e.lockBehindGate(waitCtx, lm, sorted, ch.sale)
 		queued()
 		if err != nil {
 			return nil, leftQueue(waitCtx, err)
@@ -88,6 +88,20 @@ func (e *Engine) runOnce(ctx context.Context, t Ticket, sorted []string, log Log
 			inventory.Hooks{Work: e.work(held), BeforeCommit: func() error { return errors.Join(stillHeld(held)(), admitted()) }, Deadline: deadline})
 		return e.settle(tctx, ch, err, log)
 	})
+}
+
+// lockBehindGate takes the mode's locks; a sale first passes its SKU's gate (lockgate.go), which
+// keeps the lock queue here no longer than the stock.
+func (e *Engine) lockBehindGate(ctx context.Context, lm lockMode, sorted []string, sale *inventory.Purchase) (holding, error) {
+	if sale == nil {
+		return lm.lock(e, ctx, sorted)
+	}
+	passed, err := e.gate.enter(ctx, sale.SKU, sale.Qty)
+	if err != nil {
+		return nil, err
+	}
+	defer passed()
+	return lm.lock(e, ctx, sorted)
 }
 
 // release gives a lock back.

@@ -9,6 +9,7 @@
 package sale
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -98,6 +99,7 @@ type Engine struct {
 	// at once the purchases that would wait past the budget (admission.go).
 	soldOut   *soldOut
 	admission *admission
+	gate      *lockGate // a SKU's lock queue here kept no longer than its stock (lockgate.go)
 	// purchases answered without a turn of the lock: refused past the queue budget, and
 	// out_of_stock from a read of the stock
 	refused, soldOutFast atomic.Int64
@@ -118,7 +120,16 @@ func New(cfg Config, store *inventory.Store, locks *dlock.Client, log *slog.Logg
 		budget = cfg.LockTimeout / 2
 	}
 	e.admission = newAdmission(budget)
-	e.soldOut.seen = func(sku string, stock int64) { e.admission.noteStock(sku, stock, time.Now()) }
+	e.gate = newLockGate()
+	if locks != nil {
+		e.admission.fleet = newFleetQueue(func(ctx context.Context, sku string) (dlock.QueueStat, error) {
+			return locks.QueueStat(ctx, LockPath(sku))
+		}).viewOf
+	}
+	e.soldOut.seen = func(sku string, stock int64) {
+		e.admission.noteStock(sku, stock, time.Now())
+		e.gate.noteStock(sku, stock)
+	}
 	return e
 }
 

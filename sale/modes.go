@@ -72,6 +72,9 @@ type lockMode struct {
 	// batched: single purchases queue for the SKU's batcher, whose batches run through the same
 	// dispatch (run) and settle as every change, many purchases under one holding of the lock.
 	batched bool
+	// fleetQueue: each purchase waits in the SKU's lock queue in ZooKeeper (lockPath), where
+	// admission reads the whole fleet's queue (fleetqueue.go).
+	fleetQueue bool
 	// repairStale runs when the fence refused the lock's token: it brings the issuer up to the
 	// fence and says whether to try once more with a new lock.
 	repairStale func(e *Engine, ctx context.Context, skus []string, log Log) bool
@@ -79,10 +82,10 @@ type lockMode struct {
 
 // modeTable is every lock mode, in the order the docs show them. Later modes add to it.
 var modeTable = []lockMode{
-	{name: ModeZK, lock: (*Engine).zkLocks, protect: inventory.Fenced, issuer: inventory.IssuerZooKeeper},
-	{name: ModeZKUnfenced, lock: (*Engine).zkLocks, protect: inventory.Unfenced},
+	{name: ModeZK, lock: (*Engine).zkLocks, protect: inventory.Fenced, issuer: inventory.IssuerZooKeeper, fleetQueue: true},
+	{name: ModeZKUnfenced, lock: (*Engine).zkLocks, protect: inventory.Unfenced, fleetQueue: true},
 	{name: ModeNone, protect: inventory.Unsafe},
-	{name: ModeZKHerd, lock: (*Engine).herdLocks, protect: inventory.Fenced, issuer: inventory.IssuerZooKeeper},
+	{name: ModeZKHerd, lock: (*Engine).herdLocks, protect: inventory.Fenced, issuer: inventory.IssuerZooKeeper, fleetQueue: true},
 	{name: ModeDBForUpdate, protect: inventory.ForUpdate},
 	{name: ModeDBCAS, protect: inventory.CAS},
 	{name: ModeDBLockTable, lock: (*Engine).tableLocks, protect: inventory.Unfenced},

@@ -96,6 +96,7 @@ func (e *Engine) turnEnded(p inventory.Purchase, res inventory.Result, err error
 	switch {
 	case err == nil:
 		e.soldOut.noteStock(p.SKU, res.Remaining)
+		e.gate.noteStock(p.SKU, res.Remaining)
 		return turnEnd{turned: true, left: res.Remaining}
 	case errors.Is(err, inventory.ErrOutOfStock):
 		e.soldOut.noteShort(p.SKU)

@@ -103,3 +103,27 @@ func TestCheckGo(t *testing.T) {
 		t.Errorf("a missing go command: %v\n%s", err, out)
 	}
 }
+
+// TestGaleraPackages: --galera adds what a Galera cluster needs (the provider, mariabackup and
+// socat for state transfers), and nothing asks for them without it.
+func TestGaleraPackages(t *testing.T) {
+	galera := []string{"galera-4", "mariadb-backup", "socat"}
+	out, err := run(t, nil, "servers.sh", "packages", "--galera")
+	if err != nil {
+		t.Fatalf("servers.sh packages --galera: %v\n%s", err, out)
+	}
+	with := lines(out)
+	out, err = run(t, nil, "servers.sh", "packages")
+	if err != nil {
+		t.Fatalf("servers.sh packages: %v\n%s", err, out)
+	}
+	without := lines(out)
+	for _, p := range galera {
+		if !slices.Contains(with, p) {
+			t.Errorf("servers.sh --galera does not install %s: %v", p, with)
+		}
+		if slices.Contains(without, p) {
+			t.Errorf("servers.sh without --galera installs %s: %v", p, without)
+		}
+	}
+}

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Throwaway ZooKeeper, MariaDB and Redis servers on free loopback ports, for tests and the local demo.
 #
-#   scripts/servers.sh start DIR [--no-ensemble] [--no-test-packages]
+#   scripts/servers.sh start DIR [--no-ensemble] [--no-test-packages] [--galera]
 #                                                  start servers, write DIR/env.sh
 #   scripts/servers.sh stop DIR                    stop them and remove DIR
-#   scripts/servers.sh run [--no-ensemble] [--no-test-packages] -- CMD
+#   scripts/servers.sh run [--no-ensemble] [--no-test-packages] [--galera] -- CMD
 #                                                  start, run CMD with the servers' env, stop
-#   scripts/servers.sh packages [--no-ensemble] [--no-test-packages]
+#   scripts/servers.sh packages [--no-ensemble] [--no-test-packages] [--galera]
 #                                                  print the Debian packages start installs when
 #                                                  missing, one a line, and change nothing
 #   scripts/servers.sh stop-server SERVER_DIR      stop one server (a ZK_DIR, a peer of
@@ -34,6 +34,8 @@
 #   REDIS_USERNAME, REDIS_PASSWORD   its ACL user for the redis modes (zkstock:lock:* keys, the
 #                 commands they send); REDIS_ADMIN_PASSWORD: the default user's (every command)
 #   ZK_DIR, ZK_ENSEMBLE_DIRS, MYSQL_DIR, MYSQL_PORT, REDIS_DIR  for tests that restart servers
+#   GALERA_DSNS, GALERA_MIGRATE_DSNS, GALERA_ADMIN_DSNS, GALERA_DIR   with --galera: a three-node
+#                 MariaDB Galera cluster besides (scripts/galera.sh, which also breaks it)
 #
 # ZK_JVM=server starts the ZooKeepers' JVMs as a server runs them (both JIT compilers, the default
 # garbage collector, a 512 MB heap each) instead of for a quick start (the first compiler only, the
@@ -42,7 +44,8 @@
 #
 # Missing Debian packages (zookeeper, mariadb-server, a JRE and redis-server, and for the tests the
 # peer lock libraries libcurator-recipes-java and python3-kazoo and a JDK) are installed first;
-# --no-test-packages (what the demo passes) installs only the servers'.
+# --no-test-packages (what the demo passes) installs only the servers'. --galera adds galera-4,
+# mariadb-backup and socat (state transfers).
 set -euo pipefail
 
 # netty-codec.jar: Debian's zookeeper.jar lists the other Netty jars on its class path but not this
@@ -65,6 +68,7 @@ die() { log "$*"; exit 1; }
 # kazoo for Debian's /usr/bin/python3). --no-test-packages leaves the second set out.
 SERVER_PACKAGES=(zookeeper mariadb-server default-jre-headless redis-server)
 TEST_PACKAGES=(libcurator-recipes-java default-jdk-headless python3-kazoo)
+GALERA_PACKAGES=(galera-4 mariadb-backup socat)
 
 have_package() {
 	case $1 in
@@ -75,19 +79,23 @@ have_package() {
 	libcurator-recipes-java) [ -f /usr/share/java/curator-recipes.jar ] ;;
 	default-jdk-headless) command -v javac >/dev/null 2>&1 ;;
 	python3-kazoo) [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import kazoo' 2>/dev/null ;;
+	galera-4) [ -f /usr/lib/galera/libgalera_smm.so ] ;;
+	mariadb-backup) command -v mariabackup >/dev/null 2>&1 ;;
+	socat) command -v socat >/dev/null 2>&1 ;;
 	*) return 1 ;;
 	esac
 }
 
-# wanted_packages TEST(1|0): every package start installs when missing, one a line.
+# wanted_packages TEST(1|0) [GALERA(1|0)]: every package start installs when missing, one a line.
 wanted_packages() {
 	printf '%s\n' "${SERVER_PACKAGES[@]}"
 	[ "$1" -eq 0 ] || printf '%s\n' "${TEST_PACKAGES[@]}"
+	[ "${2:-0}" -eq 0 ] || printf '%s\n' "${GALERA_PACKAGES[@]}"
 }
 
-need_packages() { # need_packages TEST(1|0)
+need_packages() { # need_packages TEST(1|0) [GALERA(1|0)]
 	local missing=() p
-	while IFS= read -r p; do have_package "$p" || missing+=("$p"); done < <(wanted_packages "$1")
+	while IFS= read -r p; do have_package "$p" || missing+=("$p"); done < <(wanted_packages "$1" "${2:-0}")
 	[ ${#missing[@]} -eq 0 ] && return 0
 	log "installing ${missing[*]}"
 	local sudo=()
@@ -276,17 +284,18 @@ secret() { od -An -N16 -tx1 /dev/urandom | tr -d ' \n'; }
 redis_ok() { [ "$(REDISCLI_AUTH=$2 redis-cli -h 127.0.0.1 -p "$1" ping 2>/dev/null)" = PONG ]; } # PORT ADMIN_PASSWORD
 
 cmd_start() {
-	local dir=$1 ensemble=1 test_packages=1
+	local dir=$1 ensemble=1 test_packages=1 galera=0
 	shift
 	while [ $# -gt 0 ]; do
 		case $1 in
 		--no-ensemble) ensemble=0 ;;
 		--no-test-packages) test_packages=0 ;;
+		--galera) galera=1 ;;
 		*) die "start: unknown flag $1" ;;
 		esac
 		shift
 	done
-	need_packages "$test_packages"
+	need_packages "$test_packages" "$galera"
 	mkdir -p "$dir"
 	dir=$(cd "$dir" && pwd)
 	start_zk_standalone "$dir/zk"
@@ -328,6 +337,10 @@ cmd_start() {
 			ensdirs+="${ensdirs:+,}$dir/ensemble/zk$i"
 		done
 	fi
+	if [ $galera -eq 1 ]; then
+		# Last, once every server above listens: galera.sh picks its ports among those free.
+		"$(dirname "$0")/galera.sh" start "$dir/galera" >&2 || die "the Galera cluster did not start"
+	fi
 	# zkstock's ZooKeeper identity for these servers: replicas and tools authenticate with it and
 	# give the nodes they make under /zkstock an ACL only it may write (docs/interop.md).
 	cat >"$dir/env.sh" <<EOF
@@ -349,6 +362,7 @@ export REDIS_DIR=$dir/redis
 export ZKSTOCK_SERVERS_DIR=$dir
 export ZK_JVM=${ZK_JVM:-test}
 EOF
+	[ $galera -eq 0 ] || cat "$dir/galera/env.sh" >>"$dir/env.sh"
 	chmod 600 "$dir/env.sh" # it holds the passwords
 	log "env in $dir/env.sh"
 }
@@ -368,6 +382,8 @@ stop_pidfile() {
 cmd_stop() {
 	local dir=$1 f
 	[ -d "$dir" ] || return 0
+	# first: a paused node must be woken to stop, and its peers wait for it
+	[ -d "$dir/galera" ] && "$(dirname "$0")/galera.sh" stop "$dir/galera"
 	while IFS= read -r f; do stop_pidfile "$f"; done < <(find "$dir" -maxdepth 3 -name pid)
 	rm -rf "$dir"
 }
@@ -396,15 +412,16 @@ start) [ $# -ge 2 ] || usage; shift; cmd_start "$@" ;;
 stop) [ $# -eq 2 ] || usage; cmd_stop "$2" ;;
 packages)
 	shift
-	test_packages=1
+	test_packages=1 galera=0
 	for f in "$@"; do
 		case $f in
 		--no-ensemble) ;; # the same packages
 		--no-test-packages) test_packages=0 ;;
+		--galera) galera=1 ;;
 		*) usage ;;
 		esac
 	done
-	wanted_packages "$test_packages"
+	wanted_packages "$test_packages" "$galera"
 	;;
 run) shift; cmd_run "$@" ;;
 stop-server) [ $# -eq 2 ] || usage; stop_pidfile "$2/pid" ;;

@@ -1,0 +1,262 @@
+package inventory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// Cluster is the stock database on a Galera cluster, reached through each of its nodes, one of
+// which is the writer at a time. Store hands out the writer's Store: every statement goes to one
+// node, so that the service's transactions never fail certification against each other (Galera
+// finds conflicts between nodes only at COMMIT, with error 1213), and a row lock taken there (the
+// fence claim, FOR UPDATE) orders them as on one server. Each node's sessions read causally
+// (settings.go), so the stock a new writer reads includes every commit the cluster acknowledged.
+//
+// A monitor checks the writer every ProbeInterval, and at once when a caller reports an error
+// (Report): when the writer does not answer within ProbeTimeout, refuses (1047, out of the
+// primary component), or is not Synced, the cluster moves to the next node, in the DSNs' order
+// from the writer on, that is a Synced member of the primary component, and stays there: it does
+// not move back when the old writer returns, since every move is a moment in which two nodes may
+// both hold transactions of the service's.
+//
+// A transaction in flight on the old writer ends as on one server: rolled back (an error before
+// its COMMIT, or ErrRolledBack), or ErrOutcomeUnknown when its COMMIT went unanswered, which
+// only the node it ran on can settle (ServerConn.Addr names it; see StoreAt).
+type Cluster struct {
+	dsns []string
+	pool PoolOptions
+	opts ClusterOptions
+
+	mu     sync.Mutex // guards stores
+	stores []*Store   // per node, nil until opened
+
+	writer atomic.Pointer[member]
+	probe  chan struct{} // a report asks the monitor to check the writer now
+	stop   context.CancelFunc
+	done   chan struct{}
+}
+
+type member struct {
+	node  int // index in dsns
+	store *Store
+	since time.Time
+}
+
+// ClusterOptions tune the monitor.
+type ClusterOptions struct {
+	ProbeInterval time.Duration // between checks of the writer; default 500 ms
+	ProbeTimeout  time.Duration // a check, or a node's opening, not answered within it fails; default 1 s
+	// OnMove, if set, is called after each move of the writer, with the nodes' indexes.
+	OnMove func(from, to int)
+}
+
+// OpenCluster opens the cluster at dsns (one per node, go-sql-driver syntax; each node's Store as
+// Open makes it) with the first node, in order, that is ready as the writer, opens the others it
+// can reach, and starts the monitor. A node whose settings are unsafe fails it at once (ErrMisconfigured: the nodes of a
+// cluster share their configuration, and no move would cure it); it fails too when no node is
+// ready, with each node's error.
+func OpenCluster(ctx context.Context, dsns []string, pool PoolOptions, opts ClusterOptions) (*Cluster, error) {
+	if len(dsns) == 0 {
+		return nil, fmt.Errorf("%w: no database node given", ErrMisconfigured)
+	}
+	if opts.ProbeInterval <= 0 {
+		opts.ProbeInterval = 500 * time.Millisecond
+	}
+	if opts.ProbeTimeout <= 0 {
+		opts.ProbeTimeout = time.Second
+	}
+	c := &Cluster{dsns: dsns, pool: pool, opts: opts, stores: make([]*Store, len(dsns)), probe: make(chan struct{}, 1), done: make(chan struct{})}
+	var errs []error
+	for i := range dsns {
+		s, err := c.ready(ctx, i)
+		if errors.Is(err, ErrMisconfigured) {
+			_ = c.closeStores()
+			return nil, err
+		}
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		c.writer.Store(&member{node: i, store: s, since: time.Now()})
+		break
+	}
+	w := c.writer.Load()
+	if w == nil {
+		_ = c.closeStores()
+		return nil, fmt.Errorf("inventory: no node of the cluster is ready: %w", errors.Join(errs...))
+	}
+	// The other nodes' pools open now, where they can: a move then needs only a check of the
+	// node's state (SHOW STATUS, answered at once), where an Open's first reads, causal, wait for
+	// the cluster, seconds when a peer has just failed. One that cannot open now opens at a move.
+	for i := w.node + 1; i < len(dsns); i++ {
+		if _, err := c.ready(ctx, i); errors.Is(err, ErrMisconfigured) {
+			_ = c.closeStores()
+			return nil, err
+		}
+	}
+	monitorCtx, stop := context.WithCancel(context.Background())
+	c.stop = stop
+	go c.monitor(monitorCtx)
+	return c, nil
+}
+
+// Store is the writer's Store, for one operation or one transaction: a caller takes it anew for
+// each, so that the next one goes to the node the cluster moved to.
+func (c *Cluster) Store() *Store { return c.writer.Load().store }
+
+// Writer is the index, in the DSNs, of the writer's node.
+func (c *Cluster) Writer() int { return c.writer.Load().node }
+
+// StoreAt is the Store of the node whose address (mysql.Config's Addr, as in ServerConn.Addr) is
+// addr, if it is open: the one node that can settle a transaction whose COMMIT went unanswered
+// there.
+func (c *Cluster) StoreAt(addr string) (*Store, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, s := range c.stores {
+		if s != nil && s.addr == addr {
+			return s, true
+		}
+	}
+	return nil, false
+}
+
+// Report tells the cluster that an operation on the writer failed with err: the monitor checks
+// the writer now rather than at its next tick. Errors that say nothing of the node (a refusal
+// for stock, a stale token) are ignored.
+func (c *Cluster) Report(err error) {
+	if err == nil || !nodeSuspect(err) {
+		return
+	}
+	select {
+	case c.probe <- struct{}{}:
+	default:
+	}
+}
+
+// nodeSuspect says whether err may come from the node rather than from the operation.
+func nodeSuspect(err error) bool {
+	for _, business := range []error{ErrUnknownSKU, ErrOutOfStock, ErrStaleToken, ErrKeyReused, ErrUnknownOrder, ErrBatchConflict, ErrMisconfigured} {
+		if errors.Is(err, business) {
+			return false
+		}
+	}
+	var short *ShortError
+	return !errors.As(err, &short)
+}
+
+// Close stops the monitor and closes every node's Store.
+func (c *Cluster) Close() error {
+	c.stop()
+	<-c.done
+	return c.closeStores()
+}
+
+func (c *Cluster) closeStores() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var errs []error
+	for i, s := range c.stores {
+		if s != nil {
+			errs = append(errs, s.Close())
+			c.stores[i] = nil
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (c *Cluster) monitor(ctx context.Context) {
+	defer close(c.done)
+	tick := time.NewTicker(c.opts.ProbeInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		case <-c.probe:
+		}
+		w := c.writer.Load()
+		err := c.check(ctx, w.store, false)
+		if err == nil || ctx.Err() != nil {
+			continue
+		}
+		slog.Warn("inventory: the writer's node failed its check", "node", w.node, "err", err)
+		c.move(ctx, w)
+	}
+}
+
+// check asks the node of s, within ProbeTimeout, whether it is a member of the primary component
+// that accepts queries, and Synced too when synced says so: a node taking over must be; the
+// writer may stay while it donates an incremental transfer (nodeReady).
+func (c *Cluster) check(ctx context.Context, s *Store, synced bool) error {
+	ctx, cancel := context.WithTimeout(ctx, c.opts.ProbeTimeout)
+	defer cancel()
+	conn, err := s.sqlDB.Conn(ctx)
+	if err != nil {
+		return nodeErr(err, true)
+	}
+	defer conn.Close()
+	return nodeErr(nodeReady(ctx, conn, synced), true)
+}
+
+// move makes the next ready node after w's the writer; with none ready, w stays, and the next
+// tick tries again.
+func (c *Cluster) move(ctx context.Context, w *member) {
+	for k := 1; k < len(c.dsns); k++ {
+		i := (w.node + k) % len(c.dsns)
+		s, err := c.ready(ctx, i)
+		if err != nil {
+			slog.Warn("inventory: node not ready to take over", "node", i, "err", err)
+			continue
+		}
+		c.writer.Store(&member{node: i, store: s, since: time.Now()})
+		slog.Warn("inventory: the writer moved", "from", w.node, "to", i)
+		if c.opts.OnMove != nil {
+			c.opts.OnMove(w.node, i)
+		}
+		return
+	}
+}
+
+// ready is node i's Store, opened if it is not yet, when the node is a Synced member of the
+// primary component.
+func (c *Cluster) ready(ctx context.Context, i int) (*Store, error) {
+	c.mu.Lock()
+	s := c.stores[i]
+	c.mu.Unlock()
+	if s == nil {
+		octx, cancel := context.WithTimeout(ctx, 3*c.opts.ProbeTimeout) // a handful of round trips
+		defer cancel()
+		var err error
+		if s, err = Open(octx, c.withDialTimeout(c.dsns[i]), c.pool); err != nil {
+			return nil, fmt.Errorf("node %d: %w", i, err)
+		}
+		c.mu.Lock()
+		c.stores[i] = s
+		c.mu.Unlock()
+		return s, nil // Open checked the node's state
+	}
+	if err := c.check(ctx, s, true); err != nil {
+		return nil, fmt.Errorf("node %d: %w", i, err)
+	}
+	return s, nil
+}
+
+// withDialTimeout is dsn with a connect timeout no longer than ProbeTimeout, unless it sets one:
+// a node that does not accept a connection must not hold up a move.
+func (c *Cluster) withDialTimeout(dsn string) string {
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil || cfg.Timeout != 0 {
+		return dsn // Open reports the parse error
+	}
+	cfg.Timeout = c.opts.ProbeTimeout
+	return cfg.FormatDSN()
+}

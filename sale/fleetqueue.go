@@ -1,0 +1,162 @@
+package sale
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/zkstock/zkstock/dlock"
+)
+
+// fleetQueue foresees the wait of a purchase joining a SKU's lock queue in ZooKeeper from the
+// fleet's own numbers, read from ZooKeeper (dlock.Client.QueueStat): the contenders the queue
+// holds now, and the rate at which nodes leave it. By Little's law a newcomer waits for the
+// contenders ahead of it and its own turn, each a turn at that rate. A replica's own view (its
+// purchases in flight, the gaps between its own ends) cannot see the other replicas' share of the
+// queue, which comes and goes in runs; the queue in ZooKeeper is the whole fleet's.
+//
+// A purchase never waits for ZooKeeper to be admitted: readings are made in the background, at
+// most one per SKU every queueSamplePeriod, when a purchase asks. A SKU's numbers are given only
+// while its last reading is fresh (queueSampleFresh) and a rate has been measured; otherwise
+// admission falls back on what this replica measures itself.
+//
+// A span of readings in which no node left (a holder killed, whose node stays until its session
+// ends; a database that stalls) keeps the rate measured before it: a stall is not the queue's pace.
+type fleetQueue struct {
+	stat func(ctx context.Context, sku string) (dlock.QueueStat, error)
+	now  func() time.Time
+
+	mu   sync.Mutex
+	skus map[string]*queueReadings
+}
+
+// queueReadings is one SKU's readings.
+type queueReadings struct {
+	last    dlock.QueueStat
+	lastAt  time.Time // zero: never read
+	reading bool      // a reading is under way
+	// base is the reading the next rate is measured from, at least queueRateSpan before it.
+	base   dlock.QueueStat
+	baseAt time.Time
+	rate   float64 // nodes leaving per second, a moving average; 0 until measured
+	// lastRate is the rate of the last span measured: a turn is foreseen at the slower of the
+	// two, so that a queue that slows down is seen at once, and one that speeds up gradually.
+	lastRate float64
+}
+
+const (
+	// queueSamplePeriod: a turn of the hottest lock is a few milliseconds, and a reading is one
+	// ZooKeeper read per SKU and replica.
+	queueSamplePeriod = 10 * time.Millisecond
+	// queueRateSpan is the least time a rate is measured over: a few turns, so that one reading's
+	// timing does not make the rate.
+	queueRateSpan = 250 * time.Millisecond
+	// queueSampleFresh: readings older than this (ZooKeeper unreachable) say nothing of now.
+	queueSampleFresh = time.Second
+	// queueRateWeight is the weight of a new span in the moving average of the rate.
+	queueRateWeight = 0.3
+	// queueReadTimeout bounds one reading.
+	queueReadTimeout = time.Second
+)
+
+func newFleetQueue(stat func(context.Context, string) (dlock.QueueStat, error)) *fleetQueue {
+	return &fleetQueue{stat: stat, now: time.Now, skus: map[string]*queueReadings{}}
+}
+
+// view returns sku's queue as last read: the contenders in it (holders and waiters), and the turn
+// (the time between two nodes leaving it); ok is false when there is no fresh reading with a rate
+// measured. It starts a new reading when the last is older than queueSamplePeriod.
+func (q *fleetQueue) view(sku string) (contenders int, turn time.Duration, ok bool) {
+	now := q.now()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	r := q.readings(sku)
+	if !r.reading && now.Sub(r.lastAt) >= queueSamplePeriod {
+		r.reading = true
+		go q.read(sku, r)
+	}
+	return r.estimate(now)
+}
+
+// viewOf is view for the modes whose purchases queue in ZooKeeper (lockMode.fleetQueue); ok is
+// false for the others.
+func (q *fleetQueue) viewOf(sku string, mode LockMode) (contenders int, turn time.Duration, ok bool) {
+	if lm, err := modeOf(mode); err != nil || !lm.fleetQueue {
+		return 0, 0, false
+	}
+	return q.view(sku)
+}
+
+// readings is sku's readings, made if missing. Under q.mu.
+func (q *fleetQueue) readings(sku string) *queueReadings {
+	r := q.skus[sku]
+	if r == nil {
+		if len(q.skus) >= maxKnownSKUs {
+			q.dropIdle()
+		}
+		r = &queueReadings{}
+		q.skus[sku] = r
+	}
+	return r
+}
+
+// estimate is the queue as the readings show it at now (see view). Under q.mu.
+func (r *queueReadings) estimate(now time.Time) (contenders int, turn time.Duration, ok bool) {
+	if r.rate <= 0 || now.Sub(r.lastAt) > queueSampleFresh {
+		return 0, 0, false
+	}
+	return r.last.Contenders, time.Duration(float64(time.Second) / min(r.rate, r.lastRate)), true
+}
+
+// read makes one reading of sku's queue and takes it into r.
+func (q *fleetQueue) read(sku string, r *queueReadings) {
+	ctx, cancel := context.WithTimeout(context.Background(), queueReadTimeout)
+	st, err := q.stat(ctx, sku)
+	cancel()
+	at := q.now()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	r.reading = false
+	if err != nil {
+		return // the next purchase reads again; a stale reading is not given
+	}
+	r.take(st, at)
+}
+
+// take takes a reading at at: the queue's size, and, a span after the base, the rate nodes left
+// it at. Under q.mu.
+func (r *queueReadings) take(st dlock.QueueStat, at time.Time) {
+	r.last, r.lastAt = st, at
+	if r.baseAt.IsZero() {
+		r.base, r.baseAt = st, at
+		return
+	}
+	span := at.Sub(r.baseAt)
+	if span < queueRateSpan {
+		return
+	}
+	// Moves are joins plus leaves; the change in contenders is joins minus leaves. A path made
+	// again (its count started over) gives no measure.
+	moves := int64(st.Moves - r.base.Moves)
+	left := (moves - int64(st.Contenders-r.base.Contenders)) / 2
+	if left > 0 && moves < 1<<31 {
+		rate := float64(left) / span.Seconds()
+		r.lastRate = rate
+		if r.rate == 0 {
+			r.rate = rate
+		} else {
+			r.rate += queueRateWeight * (rate - r.rate)
+		}
+	}
+	r.base, r.baseAt = st, at
+}
+
+// dropIdle forgets the SKUs with no reading under way, bounded like the SKUs a replica
+// remembers. Under q.mu.
+func (q *fleetQueue) dropIdle() {
+	for sku, r := range q.skus {
+		if !r.reading {
+			delete(q.skus, sku)
+		}
+	}
+}

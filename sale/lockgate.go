@@ -1,0 +1,139 @@
+package sale
+
+import (
+	"context"
+	"fmt"
+	"sync"
+)
+
+// lockGate keeps a SKU's lock queue on this replica no longer than its stock. A purchase that
+// finds the units queued for the lock here already covering the stock last seen waits beside the
+// queue, first come first served, until the queue has room for it (the queue moved on, or a read
+// showed more stock), or until its wait ends: a read of the stock sends it away (it is registered
+// with the sold-out poller before it comes here, soldout.go), or the lock deadline passes.
+//
+// A queue longer than the stock serves nobody more: every purchase past the stock is answered by
+// the sell-out, while each of their nodes in ZooKeeper costs the fleet's queue its writes and
+// every hand-off a longer list of waiters.
+//
+// It is an estimate, never a safety decision: a purchase let through is sold or refused by its
+// locked deduction, and one that waits beside the queue is answered out_of_stock only on a read
+// of the stock, or gives up at the lock deadline having taken no lock and sold nothing.
+type lockGate struct {
+	mu   sync.Mutex
+	skus map[string]*gatedSKU
+}
+
+// gatedSKU is one SKU's gate: the stock seen, and the purchases queued for its lock here or
+// waiting beside it.
+type gatedSKU struct {
+	stock   int64         // the stock last seen here; negative when not known
+	queued  int64         // units let through to the lock and not yet past it
+	waiting []*gateWaiter // first come, first served; entries gone are skipped
+	live    int           // waiting entries not gone
+}
+
+// gateWaiter is a purchase waiting beside the queue: room is closed when it is let through.
+type gateWaiter struct {
+	qty  int64
+	room chan struct{}
+	gone bool
+}
+
+func newLockGate() *lockGate { return &lockGate{skus: map[string]*gatedSKU{}} }
+
+// enter lets a purchase of qty units of sku through to its lock queue, at once when the queue
+// here has room for it, or after a wait beside the queue. The wait ends with ctx: the error then
+// wraps context.Cause(ctx), and nothing was queued. passed, called once the lock is held or given
+// up, gives the purchase's place in the queue to those waiting.
+func (g *lockGate) enter(ctx context.Context, sku string, qty int64) (passed func(), err error) {
+	g.mu.Lock()
+	s := g.skus[sku]
+	if s == nil {
+		s = &gatedSKU{stock: -1}
+		g.skus[sku] = s
+	}
+	if s.live == 0 && s.fits(qty) {
+		s.queued += qty
+		g.mu.Unlock()
+		return g.passer(sku, s, qty), nil
+	}
+	w := &gateWaiter{qty: qty, room: make(chan struct{})}
+	s.waiting = append(s.waiting, w)
+	s.live++
+	g.mu.Unlock()
+
+	select {
+	case <-w.room:
+		return g.passer(sku, s, qty), nil
+	case <-ctx.Done():
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	select {
+	case <-w.room: // let through as its wait ended: its units count until it gives them back
+		s.queued -= qty
+		s.letThrough()
+	default:
+		w.gone = true
+		s.live--
+	}
+	g.forget(sku, s)
+	return nil, fmt.Errorf("waiting beside the lock queue: %w", context.Cause(ctx))
+}
+
+// passer gives a purchase's units back to the gate, once.
+func (g *lockGate) passer(sku string, s *gatedSKU, qty int64) func() {
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			g.mu.Lock()
+			defer g.mu.Unlock()
+			s.queued -= qty
+			s.letThrough()
+			g.forget(sku, s)
+		})
+	}
+}
+
+// noteStock takes sku's stock as a sale here left it or a read showed it; a negative stock (a
+// restock of an amount not known) lets everyone waiting through.
+func (g *lockGate) noteStock(sku string, stock int64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if s := g.skus[sku]; s != nil {
+		s.stock = stock
+		s.letThrough()
+	}
+}
+
+// fits says whether qty more units may queue: the stock is not known, nobody is queued here (the
+// locked deduction then decides), or the units queued and these are within the stock. Under g.mu.
+func (s *gatedSKU) fits(qty int64) bool {
+	return s.stock < 0 || s.queued == 0 || s.queued+qty <= s.stock
+}
+
+// letThrough lets the waiting purchases through, in their order, while they fit. Under g.mu.
+func (s *gatedSKU) letThrough() {
+	for len(s.waiting) > 0 {
+		w := s.waiting[0]
+		if !w.gone {
+			if !s.fits(w.qty) {
+				return
+			}
+			s.queued += w.qty
+			s.live--
+			close(w.room)
+		}
+		s.waiting[0] = nil
+		s.waiting = s.waiting[1:]
+	}
+}
+
+// forget drops a SKU that has nothing queued or waiting once the gate holds more SKUs than a
+// replica remembers: the stock seen is kept for the SKU's next burst otherwise. Under g.mu.
+func (g *lockGate) forget(sku string, s *gatedSKU) {
+	if s.queued == 0 && s.live == 0 && len(g.skus) > maxKnownSKUs && g.skus[sku] == s {
+		delete(g.skus, sku)
+	}
+}
