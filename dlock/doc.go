@@ -120,10 +120,10 @@
 // reentrant through the context only (see Mutex.Lock). The textbook recipes it is measured against
 // (spin, node-watch, herd) live in dlock/teaching.
 //
-// Four more exported names are an advanced surface that taking and releasing locks never needs:
-// Client.Queue and Client.QueueChanged read and watch a lock's queue for people and dashboards (the
-// service's queue page), Client.QueueStat reads its size and how often it moved in one request
-// (the service's admission foresees a newcomer's wait by it), and Do runs a raw go-zookeeper request on the client's session, for
+// A few more exported names are an advanced surface that taking and releasing locks never needs:
+// Client.Queue and Client.QueueChanged read and watch a lock's queue for people and dashboards (a
+// queue page), Client.QueueStat reads its size and how often it moved (a QueueStat) in one request,
+// from which a caller can foresee a newcomer's wait before it joins, and Do runs a raw go-zookeeper request on the client's session, for
 // recipes whose nodes must share the locks' session (package fleet builds on it). Do hands over
 // the *zk.Conn itself: what a request through it does is ZooKeeper's contract, not dlock's.
 //

@@ -32,6 +32,7 @@ func TestQueueStat(t *testing.T) {
 			l, err := dlock.NewMutex(other, path).Lock(ctxTimeout(t, 10*time.Second))
 			if err != nil {
 				t.Error(err)
+				return
 			}
 			got <- l
 		}()
@@ -43,11 +44,21 @@ func TestQueueStat(t *testing.T) {
 	if err := holder.Unlock(ctxTimeout(t, 5*time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	next := <-got
+	receive := func() *dlock.Lease {
+		t.Helper()
+		select {
+		case l := <-got:
+			return l
+		case <-time.After(10 * time.Second):
+			t.Fatal("a waiter was not granted the lock")
+			return nil
+		}
+	}
+	next := receive()
 	if err := next.Unlock(ctxTimeout(t, 5*time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	last := <-got
+	last := receive()
 	after, err := c.QueueStat(ctxTimeout(t, 5*time.Second), path)
 	if err != nil {
 		t.Fatal(err)

@@ -61,7 +61,7 @@ func (s *Server) resetProduct(c *gin.Context) {
 		abortWith(c, newError(http.StatusServiceUnavailable, "storage_unavailable", "the database did not answer"))
 		return
 	}
-	s.sales.Restocked(sku)
+	s.sales.Restocked(sku, p.Stock)
 	s.sales.StockGauge(sku).Set(float64(p.Stock))
 	s.log.Info("product reset", "sku", sku, "stock", p.Stock)
 	c.JSON(http.StatusOK, productResponse{SKU: p.SKU, Stock: p.Stock, InitialStock: p.InitialStock})

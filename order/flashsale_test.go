@@ -179,8 +179,8 @@ func TestKeyedRetrySentAwayAnswersItsSale(t *testing.T) {
 // past the stock wait beside the queue, on their replica, for the read that answers them. Each of
 // 3 replicas sells one unit first (so each has seen the stock: 8, 7 and 6 left), then 240 buyers
 // come at once for the 6 left, each turn 20 ms long. The lock's waiters in ZooKeeper stay within
-// what the replicas saw left, one holder each beside (24); without the gate they are the burst's
-// hundreds. Exactly 6 more are sold; every other buyer is told out_of_stock, or refused with
+// what the replicas saw left (21), and a few more for the holder and the nodes being deleted (24);
+// without the gate they are the burst's hundreds. Exactly 6 more are sold; every other buyer is told out_of_stock, or refused with
 // nothing sold.
 func TestLockQueueNoLongerThanTheStock(t *testing.T) {
 	rs := newCluster(t, 3, clusterOpts{WorkDelay: 20 * time.Millisecond})
@@ -227,6 +227,6 @@ func TestLockQueueNoLongerThanTheStock(t *testing.T) {
 		t.Fatalf("%d of the burst sold, audit %+v: want 6 sold, 9 in all, none left", sold, a)
 	}
 	if waiters > 24 {
-		t.Errorf("%d nodes in the lock's queue at once for 6 units left: want at most 24 (the units each replica saw left, and a holder each)", waiters)
+		t.Errorf("%d nodes in the lock's queue at once for 6 units left: want at most 24 (the 21 units the replicas saw left, the holder and nodes being deleted)", waiters)
 	}
 }

@@ -150,7 +150,8 @@ func (a *admission) enter(key string, mode LockMode, qty int64, now time.Time) (
 		f = &skuFlow{scale: 1, lastLeft: -1, fleetErr: newEstimateError()}
 		a.skus[sku] = f
 	}
-	raw := f.foreseen(now, a.budget)
+	own := f.foreseen(now, a.budget) // from this replica's own measures, which leave learns from
+	raw := own
 	// Its own turn is waited for too.
 	wait := time.Duration(float64(raw+f.turn) * f.scale)
 	var fleetWait time.Duration // the wait foreseen from the fleet's queue, when it was
@@ -176,7 +177,7 @@ func (a *admission) enter(key string, mode LockMode, qty int64, now time.Time) (
 		if fleetWait > 0 {
 			a.learnFleetError(f, now, fleetWait, end)
 		}
-		a.leave(sku, f, now, raw, qty, end)
+		a.leave(sku, f, now, own, qty, end)
 	}, nil
 }
 

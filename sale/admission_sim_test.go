@@ -360,10 +360,12 @@ func TestAdmissionLearnsWaitsGivenUp(t *testing.T) {
 // TestAdmissionAmpleStockWarmingUp: ample stock at 1,000 buyers a second, and turns that start at
 // 30 ms and shorten to 9 ms over the first two seconds, as a cold ZooKeeper and MariaDB warm up
 // (measured so at the start of make flash-sale's runs). Each replica's own turns and their
-// corrections lag behind such a change; the fleet's queue, read from ZooKeeper, does not. Admitted
-// buyers are served within the budget, and the lock never idles.
+// corrections lag behind such a change (p99 3.36 s); the fleet's queue, read from ZooKeeper, does
+// not. Admitted buyers are served within the budget and the estimate's error (a twentieth), and
+// the lock does not idle once warm.
 func TestAdmissionAmpleStockWarmingUp(t *testing.T) {
 	budget := 2500 * time.Millisecond
+	limit := budget + budget/20
 	for _, fleetView := range []bool{false, true} {
 		r := fleetSim{replicas: 3, rate: 1000, turn: 9 * time.Millisecond, warmTurn: 30 * time.Millisecond, warmUp: 2 * time.Second,
 			stock: 1_000_000_000, budget: budget, arrivals: 10 * time.Second, fleetView: fleetView}.run(t)
@@ -371,10 +373,13 @@ func TestAdmissionAmpleStockWarmingUp(t *testing.T) {
 		p99 := w[len(w)*99/100]
 		t.Logf("fleet view %v: %d sold, wait p50 %v p99 %v max %v", fleetView, len(w), w[len(w)/2], p99, w[len(w)-1])
 		if !fleetView {
-			continue // what a replica's own view gives, for the log
+			if p99 <= limit {
+				t.Errorf("a replica's own view: p99 %v within %v; this test no longer tells the views apart", p99, limit)
+			}
+			continue
 		}
-		if p99 > budget {
-			t.Errorf("admitted buyers' wait p99 %v, past the budget %v", p99, budget)
+		if p99 > limit {
+			t.Errorf("admitted buyers' wait p99 %v, past the budget %v and a twentieth", p99, budget)
 		}
 		sold := 0
 		for _, b := range r.buyers {

@@ -16,7 +16,7 @@ func (e *Engine) Cancel(ctx context.Context, t Ticket, id int64, allowed func(in
 		return res, typed(err)
 	}
 	if !res.Replayed {
-		e.soldOut.noteRestock(res.Order.SKU)
+		e.soldOut.noteRestock(res.Order.SKU, res.Remaining)
 	}
 	return res, nil
 }

@@ -100,8 +100,9 @@ func (e *Engine) lockBehindGate(ctx context.Context, lm lockMode, sorted []strin
 	if err != nil {
 		return nil, err
 	}
-	defer passed()
-	return lm.lock(e, ctx, sorted)
+	h, err := lm.lock(e, ctx, sorted)
+	passed(err == nil)
+	return h, err
 }
 
 // release gives a lock back.

@@ -120,7 +120,7 @@ func New(cfg Config, store *inventory.Store, locks *dlock.Client, log *slog.Logg
 		budget = cfg.LockTimeout / 2
 	}
 	e.admission = newAdmission(budget)
-	e.gate = newLockGate()
+	e.gate = newLockGate(budget)
 	if locks != nil {
 		e.admission.fleet = newFleetQueue(func(ctx context.Context, sku string) (dlock.QueueStat, error) {
 			return locks.QueueStat(ctx, LockPath(sku))
@@ -160,11 +160,11 @@ func (e *Engine) Refused() int64 { return e.refused.Load() }
 // the lock since the engine started.
 func (e *Engine) SoldOutFast() int64 { return e.soldOutFast.Load() }
 
-// Restocked takes a restock made outside the engine (an admin's reset of sku): the SKU exists, and
-// is no longer suspected of being sold out.
-func (e *Engine) Restocked(sku string) {
+// Restocked takes a restock made outside the engine (an admin's reset of sku to stock units): the
+// SKU exists, holds that stock, and is no longer suspected of being sold out.
+func (e *Engine) Restocked(sku string, stock int64) {
 	e.rememberSKU(sku)
-	e.soldOut.noteRestock(sku)
+	e.soldOut.noteRestock(sku, stock)
 }
 
 // CanRun says why this replica cannot run a mode, or nil.

@@ -8,8 +8,8 @@ import (
 // estimateError is how the waits admission foresaw from the fleet's queue turned out: the moving
 // averages of (time in flight) / (wait foreseen) and of its deviation from that mean. Admission
 // refuses a purchase whose foreseen wait times margin is past the budget, so that the budget
-// holds for nearly every admitted purchase (about two deviations above the mean), not for half of
-// them; an estimate that proves exact gives the whole budget to the queue.
+// holds for nearly every admitted purchase (estimateDevs mean deviations above the mean error),
+// not for half of them; an estimate that proves exact gives nearly the whole budget to the queue.
 type estimateError struct {
 	mean, dev float64
 	n         int

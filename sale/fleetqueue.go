@@ -20,8 +20,10 @@ import (
 // while its last reading is fresh (queueSampleFresh) and a rate has been measured; otherwise
 // admission falls back on what this replica measures itself.
 //
-// A span of readings in which no node left (a holder killed, whose node stays until its session
-// ends; a database that stalls) keeps the rate measured before it: a stall is not the queue's pace.
+// A rate is measured only over a span in which every reading found the queue busy: nodes leave an
+// idle queue as fast as they come, which says how much was asked, not how fast a turn goes. A
+// span in which no node left (a holder killed, whose node stays until its session ends; a
+// database that stalls) keeps the rate measured before it: a stall is not the queue's pace.
 type fleetQueue struct {
 	stat func(ctx context.Context, sku string) (dlock.QueueStat, error)
 	now  func() time.Time
@@ -35,7 +37,10 @@ type queueReadings struct {
 	last    dlock.QueueStat
 	lastAt  time.Time // zero: never read
 	reading bool      // a reading is under way
-	// base is the reading the next rate is measured from, at least queueRateSpan before it.
+	// retryAt: a reading failed (ZooKeeper slow or unreachable); none is begun before this.
+	retryAt time.Time
+	// base is the reading the next rate is measured from, at least queueRateSpan before it; an
+	// empty queue's reading becomes the base at once, and measures nothing.
 	base   dlock.QueueStat
 	baseAt time.Time
 	rate   float64 // nodes leaving per second, a moving average; 0 until measured
@@ -71,7 +76,7 @@ func (q *fleetQueue) view(sku string) (contenders int, turn time.Duration, ok bo
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	r := q.readings(sku)
-	if !r.reading && now.Sub(r.lastAt) >= queueSamplePeriod {
+	if !r.reading && now.Sub(r.lastAt) >= queueSamplePeriod && !now.Before(r.retryAt) {
 		r.reading = true
 		go q.read(sku, r)
 	}
@@ -118,7 +123,10 @@ func (q *fleetQueue) read(sku string, r *queueReadings) {
 	defer q.mu.Unlock()
 	r.reading = false
 	if err != nil {
-		return // the next purchase reads again; a stale reading is not given
+		// A stale reading is not given; a request given up may still be outstanding in
+		// ZooKeeper, so the next one waits for as long as this one was given.
+		r.retryAt = at.Add(queueReadTimeout)
+		return
 	}
 	r.take(st, at)
 }
@@ -127,7 +135,8 @@ func (q *fleetQueue) read(sku string, r *queueReadings) {
 // it at. Under q.mu.
 func (r *queueReadings) take(st dlock.QueueStat, at time.Time) {
 	r.last, r.lastAt = st, at
-	if r.baseAt.IsZero() {
+	if r.baseAt.IsZero() || st.Contenders == 0 {
+		// An empty queue begins the next span: no rate is measured across it.
 		r.base, r.baseAt = st, at
 		return
 	}
@@ -139,7 +148,7 @@ func (r *queueReadings) take(st dlock.QueueStat, at time.Time) {
 	// again (its count started over) gives no measure.
 	moves := int64(st.Moves - r.base.Moves)
 	left := (moves - int64(st.Contenders-r.base.Contenders)) / 2
-	if left > 0 && moves < 1<<31 {
+	if left > 0 && left <= moves && moves < 1<<31 && r.base.Contenders > 0 {
 		rate := float64(left) / span.Seconds()
 		r.lastRate = rate
 		if r.rate == 0 {

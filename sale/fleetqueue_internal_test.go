@@ -56,3 +56,22 @@ func TestFleetQueueReadings(t *testing.T) {
 		t.Fatalf("a path made again changed the rate from %v to %v", before, r.rate)
 	}
 }
+
+// A queue that empties between purchases moves as fast as purchases come: no rate is measured over
+// a span with an empty reading, and a trickle leaves no estimate, so that a burst after it is not
+// refused for turns that were only the gaps between buyers.
+func TestFleetQueueIdleSpansMeasureNothing(t *testing.T) {
+	t0 := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	var r queueReadings
+	moves := uint32(0)
+	for i := range 20 { // one buyer every 2 s: read with it alone queued, then empty
+		at := t0.Add(time.Duration(i) * 2 * time.Second)
+		moves++
+		r.take(dlock.QueueStat{Contenders: 1, Moves: moves}, at)
+		moves++
+		r.take(dlock.QueueStat{Contenders: 0, Moves: moves}, at.Add(time.Second))
+	}
+	if _, turn, ok := r.estimate(t0.Add(39 * time.Second)); ok {
+		t.Fatalf("a trickle of one buyer every 2 s gave a turn of %v; want no estimate", turn)
+	}
+}

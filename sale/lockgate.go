@@ -4,13 +4,15 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 )
 
 // lockGate keeps a SKU's lock queue on this replica no longer than its stock. A purchase that
-// finds the units queued for the lock here already covering the stock last seen waits beside the
-// queue, first come first served, until the queue has room for it (the queue moved on, or a read
-// showed more stock), or until its wait ends: a read of the stock sends it away (it is registered
-// with the sold-out poller before it comes here, soldout.go), or the lock deadline passes.
+// finds the units queued for the lock here already covering the stock seen lately waits beside
+// the queue, first come first served, until the queue has room for it (a holder's sale left more
+// than its units were counted for, or a read or a restock showed more stock), or until its wait
+// ends: a read of the stock sends it away (it is registered with the sold-out poller before it
+// comes here, soldout.go), or the lock deadline passes.
 //
 // A queue longer than the stock serves nobody more: every purchase past the stock is answered by
 // the sell-out, while each of their nodes in ZooKeeper costs the fleet's queue its writes and
@@ -18,8 +20,12 @@ import (
 //
 // It is an estimate, never a safety decision: a purchase let through is sold or refused by its
 // locked deduction, and one that waits beside the queue is answered out_of_stock only on a read
-// of the stock, or gives up at the lock deadline having taken no lock and sold nothing.
+// of the stock, or gives up at the lock deadline having taken no lock and sold nothing. A stock
+// seen longer than fresh ago (another replica may have restocked since) gates nobody.
 type lockGate struct {
+	fresh time.Duration
+	now   func() time.Time
+
 	mu   sync.Mutex
 	skus map[string]*gatedSKU
 }
@@ -27,7 +33,8 @@ type lockGate struct {
 // gatedSKU is one SKU's gate: the stock seen, and the purchases queued for its lock here or
 // waiting beside it.
 type gatedSKU struct {
-	stock   int64         // the stock last seen here; negative when not known
+	stock   int64         // the stock seen, less the units of the turns taken since; negative: not known
+	seenAt  time.Time     // when the stock was seen
 	queued  int64         // units let through to the lock and not yet past it
 	waiting []*gateWaiter // first come, first served; entries gone are skipped
 	live    int           // waiting entries not gone
@@ -40,20 +47,20 @@ type gateWaiter struct {
 	gone bool
 }
 
-func newLockGate() *lockGate { return &lockGate{skus: map[string]*gatedSKU{}} }
+func newLockGate(fresh time.Duration) *lockGate {
+	return &lockGate{fresh: fresh, now: time.Now, skus: map[string]*gatedSKU{}}
+}
 
 // enter lets a purchase of qty units of sku through to its lock queue, at once when the queue
 // here has room for it, or after a wait beside the queue. The wait ends with ctx: the error then
-// wraps context.Cause(ctx), and nothing was queued. passed, called once the lock is held or given
-// up, gives the purchase's place in the queue to those waiting.
-func (g *lockGate) enter(ctx context.Context, sku string, qty int64) (passed func(), err error) {
+// wraps context.Cause(ctx), and nothing was queued. passed, called once the lock is held (took)
+// or given up, gives the purchase's place in the queue to those waiting; a turn taken counts its
+// units as sold until a sale or a read says what is left.
+func (g *lockGate) enter(ctx context.Context, sku string, qty int64) (passed func(took bool), err error) {
 	g.mu.Lock()
-	s := g.skus[sku]
-	if s == nil {
-		s = &gatedSKU{stock: -1}
-		g.skus[sku] = s
-	}
-	if s.live == 0 && s.fits(qty) {
+	s := g.entry(sku)
+	g.letThrough(s) // the stock seen may have gone stale since the last look
+	if s.live == 0 && g.fits(s, qty) {
 		s.queued += qty
 		g.mu.Unlock()
 		return g.passer(sku, s, qty), nil
@@ -73,52 +80,71 @@ func (g *lockGate) enter(ctx context.Context, sku string, qty int64) (passed fun
 	select {
 	case <-w.room: // let through as its wait ended: its units count until it gives them back
 		s.queued -= qty
-		s.letThrough()
 	default:
 		w.gone = true
 		s.live--
 	}
+	g.letThrough(s) // those behind it may fit now
 	g.forget(sku, s)
 	return nil, fmt.Errorf("waiting beside the lock queue: %w", context.Cause(ctx))
 }
 
+// entry is sku's gate, made if missing. Under g.mu.
+func (g *lockGate) entry(sku string) *gatedSKU {
+	s := g.skus[sku]
+	if s == nil {
+		s = &gatedSKU{stock: -1}
+		g.skus[sku] = s
+	}
+	return s
+}
+
 // passer gives a purchase's units back to the gate, once.
-func (g *lockGate) passer(sku string, s *gatedSKU, qty int64) func() {
+func (g *lockGate) passer(sku string, s *gatedSKU, qty int64) func(took bool) {
 	var once sync.Once
-	return func() {
+	return func(took bool) {
 		once.Do(func() {
 			g.mu.Lock()
 			defer g.mu.Unlock()
 			s.queued -= qty
-			s.letThrough()
+			if took && s.stock >= 0 {
+				s.stock = max(0, s.stock-qty)
+			}
+			g.letThrough(s)
 			g.forget(sku, s)
 		})
 	}
 }
 
-// noteStock takes sku's stock as a sale here left it or a read showed it; a negative stock (a
-// restock of an amount not known) lets everyone waiting through.
+// noteStock takes sku's stock as a sale or a restock here left it, or a read showed it; a
+// negative stock (a restock of an amount not known) lets everyone waiting through.
 func (g *lockGate) noteStock(sku string, stock int64) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if s := g.skus[sku]; s != nil {
-		s.stock = stock
-		s.letThrough()
+	s := g.skus[sku]
+	if s == nil {
+		if stock < 0 || len(g.skus) >= maxKnownSKUs {
+			return
+		}
+		s = g.entry(sku)
 	}
+	s.stock, s.seenAt = stock, g.now()
+	g.letThrough(s)
 }
 
-// fits says whether qty more units may queue: the stock is not known, nobody is queued here (the
-// locked deduction then decides), or the units queued and these are within the stock. Under g.mu.
-func (s *gatedSKU) fits(qty int64) bool {
-	return s.stock < 0 || s.queued == 0 || s.queued+qty <= s.stock
+// fits says whether qty more units may queue: the stock is not known or not fresh, nobody is
+// queued here (the locked deduction then decides), or the units queued and these are within the
+// stock. Under g.mu.
+func (g *lockGate) fits(s *gatedSKU, qty int64) bool {
+	return s.stock < 0 || g.now().Sub(s.seenAt) > g.fresh || s.queued == 0 || s.queued+qty <= s.stock
 }
 
 // letThrough lets the waiting purchases through, in their order, while they fit. Under g.mu.
-func (s *gatedSKU) letThrough() {
+func (g *lockGate) letThrough(s *gatedSKU) {
 	for len(s.waiting) > 0 {
 		w := s.waiting[0]
 		if !w.gone {
-			if !s.fits(w.qty) {
+			if !g.fits(s, w.qty) {
 				return
 			}
 			s.queued += w.qty

@@ -7,104 +7,139 @@ import (
 	"time"
 )
 
-// entered reports whether a purchase's enter returned within a short wait, and its result.
-func enterAsync(g *lockGate, ctx context.Context, sku string, qty int64) <-chan error {
-	done := make(chan error, 1)
+// gateAsync runs a purchase's enter in the background and sends what it returned.
+type gateResult struct {
+	passed func(took bool)
+	err    error
+}
+
+func gateAsync(g *lockGate, ctx context.Context, sku string, qty int64) <-chan gateResult {
+	done := make(chan gateResult, 1)
 	go func() {
 		passed, err := g.enter(ctx, sku, qty)
-		if err == nil {
-			defer passed()
-			<-ctx.Done() // hold the place in the queue until the test lets it go
-		}
-		done <- err
+		done <- gateResult{passed, err}
 	}()
 	return done
 }
 
-// With 2 units left and 2 purchases queued here, a third waits beside the queue; it is let
-// through when one of the queued passes the lock; it is let through at once when the stock is
-// not known; and one whose wait ends takes nothing and leaves no trace.
+// waiting fails unless the purchase is still waiting beside the queue.
+func stillWaiting(t *testing.T, r <-chan gateResult, what string) {
+	t.Helper()
+	select {
+	case got := <-r:
+		t.Fatalf("%s: let through (%v), want it waiting beside the queue", what, got.err)
+	case <-time.After(50 * time.Millisecond):
+	}
+}
+
+func letIn(t *testing.T, r <-chan gateResult, what string) func(bool) {
+	t.Helper()
+	select {
+	case got := <-r:
+		if got.err != nil {
+			t.Fatalf("%s: %v", what, got.err)
+		}
+		return got.passed
+	case <-time.After(5 * time.Second):
+		t.Fatalf("%s: still waiting beside the queue", what)
+	}
+	return nil
+}
+
+func queuedUnits(g *lockGate, sku string) (queued, live int64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	s := g.skus[sku]
+	return s.queued, int64(s.live)
+}
+
+// With 2 units seen and 2 purchases queued here, a third waits beside the queue. A turn taken
+// counts its unit as sold: the third is let through only when the sale says a unit is left. One
+// whose wait ends takes no place, and the purchase behind it is let through if it fits. A restock
+// of an amount not known lets everyone through.
 func TestLockGateKeepsTheQueueWithinTheStock(t *testing.T) {
-	g := newLockGate()
+	g := newLockGate(time.Minute)
 	ctx := context.Background()
+	g.noteStock("G", 2)
 	p1, err := g.enter(ctx, "G", 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	g.noteStock("G", 2)
 	p2, err := g.enter(ctx, "G", 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	third := make(chan func(), 1)
-	go func() {
-		passed, err := g.enter(ctx, "G", 1)
-		if err != nil {
-			t.Errorf("third: %v", err)
-		}
-		third <- passed
-	}()
-	select {
-	case <-third:
-		t.Fatal("a third purchase was let through to a queue that holds the 2 units left")
-	case <-time.After(100 * time.Millisecond):
-	}
-	// A fourth that gives up its wait takes no place.
+	third := gateAsync(g, ctx, "G", 1)
+	stillWaiting(t, third, "a third purchase for the 2 units that 2 queued purchases cover")
+	p1(true) // its turn: 1 unit counted sold, 1 left for p2
+	stillWaiting(t, third, "a third purchase while the second is queued for the last unit")
+	g.noteStock("G", 2) // the turn's sale left 2 (a restock elsewhere): room for one more
+	p3 := letIn(t, third, "a third purchase once a sale left 2 units")
+
+	// A wait that ends: a purchase of 3 waits first, one of 1 behind it; the first gives up, and
+	// the second fits (2 queued of 3 seen).
+	g.noteStock("G", 3)
 	gctx, cancel := context.WithCancelCause(ctx)
-	fourth := enterAsync(g, gctx, "G", 1)
-	time.Sleep(20 * time.Millisecond)
+	big := gateAsync(g, gctx, "G", 3)
+	stillWaiting(t, big, "a purchase of 3 behind 2 queued, 3 seen")
+	small := gateAsync(g, ctx, "G", 1)
+	stillWaiting(t, small, "a purchase of 1 behind one of 3 waiting (first come, first served)")
 	gone := errors.New("sent away")
 	cancel(gone)
-	if err := <-fourth; !errors.Is(err, gone) {
-		t.Fatalf("fourth: %v, want its wait's cause", err)
-	}
-	p1()
-	p3 := <-third
-	p2()
-	p3()
-	g.mu.Lock()
-	idle := *g.skus["G"]
-	g.mu.Unlock()
-	if idle.queued != 0 || idle.live != 0 || idle.stock != 2 {
-		t.Fatalf("after everyone passed: %+v, want nothing queued or waiting and the stock seen kept", idle)
-	}
-	// A stock not known (a restock of an amount not known) lets everyone through.
-	q1, _ := g.enter(ctx, "G", 1)
-	g.noteStock("G", 0)
-	waiting := enterAsync(g, ctx, "G", 5)
-	time.Sleep(20 * time.Millisecond)
-	g.noteStock("G", -1)
 	select {
-	case err := <-waiting:
-		t.Fatalf("let through, then: %v", err) // it holds its place until ctx ends: no answer yet
-	case <-time.After(50 * time.Millisecond):
+	case r := <-big:
+		if !errors.Is(r.err, gone) {
+			t.Fatalf("the purchase whose wait ended: %v, want its wait's cause", r.err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a purchase whose wait ended still waits")
 	}
+	p4 := letIn(t, small, "a purchase of 1 that fits once the one of 3 ahead gave up")
+	if q, live := queuedUnits(g, "G"); q != 3 || live != 0 {
+		t.Fatalf("queued %d, waiting %d; want 3 queued, none waiting", q, live)
+	}
+	// A restock of an amount not known lets everyone through.
+	waiting := gateAsync(g, ctx, "G", 5)
+	stillWaiting(t, waiting, "a purchase of 5 behind 3 queued, 3 seen")
+	g.noteStock("G", -1)
+	p5 := letIn(t, waiting, "a purchase after a restock of an amount not known")
+	for _, p := range []func(bool){p2, p3, p4, p5} {
+		p(false)
+	}
+	if q, live := queuedUnits(g, "G"); q != 0 || live != 0 {
+		t.Fatalf("after everyone passed: queued %d, waiting %d", q, live)
+	}
+}
+
+// A stock seen longer than fresh ago (another replica may have restocked since) gates nobody.
+func TestLockGateTrustsOnlyAFreshStock(t *testing.T) {
+	now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	g := newLockGate(time.Second)
+	g.now = func() time.Time { return now }
+	ctx := context.Background()
+	g.noteStock("S", 1)
+	p1, _ := g.enter(ctx, "S", 1)
+	stillWaiting(t, gateAsync(g, ctx, "S", 1), "a second purchase for the 1 unit seen just now")
 	g.mu.Lock()
-	queued := g.skus["G"].queued
+	now = now.Add(2 * time.Second)
 	g.mu.Unlock()
-	if queued != 6 {
-		t.Fatalf("queued units %d after a restock of an amount not known, want 6 (all let through)", queued)
+	if _, err := g.enter(ctx, "S", 1); err != nil { // not let through before the stock went stale
+		t.Fatal(err)
 	}
-	q1()
+	p1(false)
 }
 
 // First come, first served: a purchase that fits does not pass one that waits.
 func TestLockGateIsFirstComeFirstServed(t *testing.T) {
-	g := newLockGate()
+	g := newLockGate(time.Minute)
 	ctx := context.Background()
-	p1, _ := g.enter(ctx, "F", 1)
 	g.noteStock("F", 3)
-	big := make(chan func(), 1)
-	go func() { passed, _ := g.enter(ctx, "F", 3); big <- passed }()
-	time.Sleep(20 * time.Millisecond)
-	small := make(chan func(), 1)
-	go func() { passed, _ := g.enter(ctx, "F", 1); small <- passed }()
-	select {
-	case <-small:
-		t.Fatal("a purchase of 1 passed a purchase of 3 waiting before it")
-	case <-time.After(50 * time.Millisecond):
-	}
-	p1()
-	(<-big)()
-	(<-small)()
+	p1, _ := g.enter(ctx, "F", 1)
+	big := gateAsync(g, ctx, "F", 3)
+	stillWaiting(t, big, "a purchase of 3 behind 1 queued, 3 seen")
+	small := gateAsync(g, ctx, "F", 1)
+	stillWaiting(t, small, "a purchase of 1 behind a waiting purchase of 3")
+	p1(false)
+	letIn(t, big, "the purchase of 3 once the queue is empty")(false)
+	letIn(t, small, "the purchase of 1 after it")(false)
 }

@@ -165,10 +165,11 @@ func (so *soldOut) noteShort(sku string) {
 	so.startPolling()
 }
 
-// noteRestock takes a restock made here (a cancellation, an admin reset).
-func (so *soldOut) noteRestock(sku string) {
+// noteRestock takes a restock made here (a cancellation, an admin reset) that left stock units,
+// or an amount not known (a negative stock).
+func (so *soldOut) noteRestock(sku string, stock int64) {
 	so.unsuspect(sku)
-	so.tell(sku, -1)
+	so.tell(sku, max(stock, -1))
 }
 
 // unsuspect drops the suspicion of sku.
@@ -181,7 +182,8 @@ func (so *soldOut) unsuspect(sku string) {
 	}
 }
 
-// tell passes a stock read here, or a restock (-1), to seen.
+// tell passes a stock read here or made by a restock here, or a restock of an amount not known
+// (-1), to seen.
 func (so *soldOut) tell(sku string, stock int64) {
 	if so.seen != nil {
 		so.seen(sku, stock)
