@@ -70,8 +70,8 @@ type Config struct {
 	SwitchTimeout time.Duration
 	// QueueBudget is the longest wait for a SKU's lock a purchase is admitted to; one foreseen to
 	// wait longer is refused at once with 503 sku_busy and Retry-After (sale/admission.go). 0: half
-	// the lock timeout: the waits of a flash sale ran up to 1.4 times the budget, and a purchase
-	// admitted must still get its turn before its lock wait times out.
+	// the lock timeout, so that a purchase admitted gets its turn before its lock wait times out
+	// even when the estimate errs.
 	QueueBudget time.Duration
 	// ZKAuth is zkstock's ZooKeeper identity (ZK_AUTH, ZK_AUTH_FILE): the nodes the replica
 	// creates are writable by it alone, readable by all (zkauth.go). Zero only with ZKOpenACL.

@@ -109,7 +109,8 @@ func (e *Engine) sellBatched(ctx context.Context, t Ticket, p inventory.Purchase
 		}
 	}
 	// A batch holds the lock and has the purchase: its answer is the truth, and comes within
-	// batchBound and settleBound, whether or not the client is still there to hear it.
+	// batchBound, settleBound and the release of its lock (releaseTimeout), whether or not the
+	// client is still there to hear it.
 	a := <-r.done
 	return a.res, a.err
 }
@@ -167,7 +168,7 @@ func (b *batcher) takeOnly(reqs []*batchReq) []*batchReq {
 }
 
 // keepRunning says whether the loop has work; when it has none it stops and drops the batcher
-// from the server's map, under the same lock that submitters check, so no purchase is left in a
+// from the engine's map, under the same lock that submitters check, so no purchase is left in a
 // queue nobody serves. (A submitter that got this batcher just before it was dropped restarts
 // its loop; the next submitter for the SKU makes a new one. Both sell correctly: each batch
 // takes the SKU's ZooKeeper lock.)

@@ -129,7 +129,8 @@ func admissionKind(err error) Kind {
 	return KindFleetUnavailable
 }
 
-// errShuttingDown: the engine is closing and takes no new batch; nothing was sold.
+// errShuttingDown: the engine is closing and opens nothing new (a batch, the herd session, the
+// Redis client); nothing was sold.
 var errShuttingDown = errors.New("the replica is shutting down")
 
 // errNotYourOrder: the key sent is not the key of the purchase that made the order.

@@ -6,8 +6,8 @@ import (
 	"sync/atomic"
 )
 
-// maxKnownSKUs bounds the SKUs a replica remembers as existing; past it, the rest are read each
-// time, as every SKU was before.
+// maxKnownSKUs bounds the SKUs a replica remembers as existing; past it, the others are read each
+// time.
 const maxKnownSKUs = 100_000
 
 // knownSKUs remembers the SKUs this replica has seen exist, each with its stock gauge's child, so

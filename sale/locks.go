@@ -85,7 +85,11 @@ func (e *Engine) redisFencedLocks(ctx context.Context, skus []string) (holding, 
 
 func (e *Engine) redisLocksOf(ctx context.Context, skus []string, fenced bool) (holding, error) {
 	return lockInOrder(ctx, skus, func(ctx context.Context, sku string) (heldLock, error) {
-		l, err := e.redisLocks().lock(ctx, sku, fenced)
+		r := e.redisLocks()
+		if r == nil {
+			return nil, errShuttingDown
+		}
+		l, err := r.lock(ctx, sku, fenced)
 		if err != nil {
 			return nil, err // not a nil *redisLease in the interface
 		}
@@ -106,7 +110,11 @@ func (e *Engine) raiseRedisTokens(ctx context.Context, skus []string, log Log) b
 			return false
 		}
 		mark := prod.Mark(inventory.IssuerRedis)
-		raised, err := e.redisLocks().raiseTokenTo(ctx, sku, mark)
+		r := e.redisLocks()
+		if r == nil {
+			return false
+		}
+		raised, err := r.raiseTokenTo(ctx, sku, mark)
 		switch {
 		case err != nil:
 			log.Warn("raise the Redis token counter", "sku", sku, "err", err)

@@ -100,6 +100,8 @@ type redisClient struct {
 }
 
 // redisLocks is the engine's Redis client, opened on first use with the engine's RedisConfig.
+// redisLocks is the redis modes' client, opened on first use; nil once the engine is closed
+// (redisClient.close) without one having been opened.
 func (e *Engine) redisLocks() *redisLocks {
 	e.redis.once.Do(func() {
 		rc := e.cfg.Redis

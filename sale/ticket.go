@@ -94,7 +94,8 @@ func (e *Engine) txBudget() time.Duration { return e.cfg.WorkDelay + txStatement
 // sent before it (its COMMIT, or the ROLLBACK of a transaction that did not commit), within the
 // store's read timeout; the settle of an unanswered COMMIT (settleBound); the release of the
 // locks (releaseTimeout). A purchase of zk-batch is taken by a batch by its lock deadline and
-// answered within batchBound and settleBound after that.
+// answered within batchBound, settleBound and releaseTimeout after that (its answer is sent once
+// the batch's lock is released).
 func (e *Engine) LongestChange() time.Duration {
 	return e.cfg.LockTimeout + e.txBudget() + e.store.ReadTimeout() + e.settleBound() + releaseTimeout
 }
