@@ -5,12 +5,13 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	zkenv "github.com/zkstock/zkstock/dlock/testsupport/testenv"
 )
 
 // GaleraRequested says whether the run asked for the Galera cluster (ZKSTOCK_GALERA=1, which make
@@ -106,7 +107,7 @@ func GaleraDatabase(t testing.TB) []string {
 func GaleraControl(t testing.TB, cmd string, args ...string) string {
 	t.Helper()
 	dir := galeraList(t, "GALERA_DIR")[0]
-	script := filepath.Join(filepath.Dir(serversScript(t)), "galera.sh")
+	script := zkenv.Script(t, "galera.sh")
 	c := exec.Command(script, append([]string{cmd, dir}, args...)...)
 	var stderr strings.Builder
 	c.Stderr = &stderr
@@ -133,24 +134,4 @@ func GaleraNode(t testing.TB, dsn string) string {
 	}
 	t.Fatalf("%s is no node of the cluster", c.Addr)
 	return ""
-}
-
-// serversScript is scripts/servers.sh, found from the test's package directory upwards.
-func serversScript(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		script := filepath.Join(dir, "scripts", "servers.sh")
-		if _, err := os.Stat(script); err == nil {
-			return script
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("scripts/servers.sh: not found above the test's directory")
-		}
-		dir = parent
-	}
 }

@@ -203,27 +203,27 @@ func WaitZKMode(t testing.TB, addr string, d time.Duration, modes ...string) {
 // directory), failing the test when it fails.
 func ServersScript(t testing.TB, args ...string) {
 	t.Helper()
-	if out, err := exec.Command(serversScriptPath(t), args...).CombinedOutput(); err != nil {
+	if out, err := exec.Command(Script(t, "servers.sh"), args...).CombinedOutput(); err != nil {
 		t.Fatalf("servers.sh %v: %v\n%s", args, err, out)
 	}
 }
 
-// serversScriptPath is scripts/servers.sh, found from the test's package directory upwards (past
-// dlock's own go.mod, to the repository's root).
-func serversScriptPath(t testing.TB) string {
+// Script is the repository's scripts/<name> (servers.sh, galera.sh), found from the test's package
+// directory upwards (past dlock's own go.mod, to the repository's root).
+func Script(t testing.TB, name string) string {
 	t.Helper()
 	dir, err := os.Getwd()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for {
-		script := filepath.Join(dir, "scripts", "servers.sh")
+		script := filepath.Join(dir, "scripts", name)
 		if _, err := os.Stat(script); err == nil {
 			return script
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			t.Fatal("scripts/servers.sh: not found above the test's directory")
+			t.Fatalf("scripts/%s: not found above the test's directory", name)
 		}
 		dir = parent
 	}
