@@ -72,7 +72,11 @@ func (e *Engine) runOnce(ctx context.Context, t Ticket, sorted []string, log Log
 	return e.withLock(ctx, t.lockDeadline, log, func(lockCtx context.Context) (release, error) {
 		waitCtx, queued := lockCtx, func() {}
 		if ch.sale != nil {
-			waitCtx, queued = e.soldOut.queue(lockCtx, ch.sale.SKU, ch.sale.Qty)
+			key := ch.sale.RequestID
+			if ch.sale.NewKey {
+				key = ""
+			}
+			waitCtx, queued = e.soldOut.queue(lockCtx, ch.sale.SKU, ch.sale.Qty, key)
 		}
 		h, err := e.lockBehindGate(waitCtx, lm, sorted, ch.sale)
 		queued()

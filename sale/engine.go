@@ -115,6 +115,7 @@ func New(cfg Config, store *inventory.Store, locks *dlock.Client, log *slog.Logg
 	e := &Engine{cfg: cfg, store: store, locks: locks, log: log, stop: make(chan struct{})}
 	e.batches.m = map[string]*batcher{}
 	e.soldOut = newSoldOut(store.Stocks, e.stop, cfg.Lies.SoldOutCache)
+	e.soldOut.keys = store.KeysWithOrders
 	budget := cfg.QueueBudget
 	if budget == 0 {
 		budget = cfg.LockTimeout / 2

@@ -18,18 +18,22 @@ func (e *Engine) Sell(ctx context.Context, t Ticket, p inventory.Purchase, log L
 }
 
 func (e *Engine) sell(ctx context.Context, t Ticket, p inventory.Purchase, log Log) (inventory.Result, error) {
-	if res, answered, err := e.beforeLock(ctx, p, log); answered {
-		return res, err
+	if err := e.productExists(ctx, p.SKU); err != nil {
+		return inventory.Result{}, err
 	}
-	// A keyed purchase found short by a read of the stock is looked up by its key again: a
-	// lookup failed before, or an earlier attempt committed since, and the answer is then that
-	// attempt's order. A lookup that fails again leaves the locked deduction to decide.
+	// A purchase of a suspected SKU reads the stock first: found short, its key is looked up
+	// after the read (answerShort), which answers a retry of a finished purchase as the look-up
+	// before the lock would, and a new one out_of_stock. A look-up that fails leaves the locked
+	// deduction to decide.
 	keyLooked := true
 	if e.soldOut.shortBeforeQueue(ctx, p.SKU, p.Qty) {
 		if res, decided, err := e.answerShort(ctx, p, log, e.cfg.Metrics.SoldOutBeforeQueue); decided {
 			return res, err
 		}
 		keyLooked = false
+	}
+	if res, answered, err := e.replayBeforeLock(ctx, p, log); answered {
+		return res, err
 	}
 	leave, err := e.admission.enter(p.SKU, t.mode.name, p.Qty, time.Now())
 	if err != nil {
@@ -43,14 +47,10 @@ func (e *Engine) sell(ctx context.Context, t Ticket, p inventory.Purchase, log L
 	return res, err
 }
 
-// beforeLock makes the two reads before the lock (the first only until the SKU is known to
-// exist): an unknown SKU is refused without creating a lock path for it, and a retry of a
-// finished purchase is answered from the orders table (a key that made another purchase is
-// refused). answered is false when the purchase must go on to its lock.
-func (e *Engine) beforeLock(ctx context.Context, p inventory.Purchase, log Log) (_ inventory.Result, answered bool, _ error) {
-	if err := e.productExists(ctx, p.SKU); err != nil {
-		return inventory.Result{}, true, err
-	}
+// replayBeforeLock answers a retry of a finished purchase from the orders table before the lock
+// (a key that made another purchase is refused). answered is false when the purchase must go on
+// to its lock.
+func (e *Engine) replayBeforeLock(ctx context.Context, p inventory.Purchase, log Log) (_ inventory.Result, answered bool, _ error) {
 	if p.NewKey {
 		return inventory.Result{}, false, nil
 	}
@@ -73,6 +73,12 @@ func (e *Engine) beforeLock(ctx context.Context, p inventory.Purchase, log Log) 
 func (e *Engine) sellQueued(ctx context.Context, t Ticket, p inventory.Purchase, log Log, sendAway bool) (inventory.Result, turnEnd, error) {
 	res, err := e.sellAdmitted(ctx, t, p, log, sendAway)
 	sentAway := errors.Is(err, errSoldOutWhileQueued)
+	if errors.Is(err, errSoldOutKeyFree) {
+		// Its key was looked up after the read that sent it away, with the others sent away.
+		e.cfg.Metrics.SoldOutLeftQueue.Inc()
+		e.soldOutFast.Add(1)
+		return res, e.turnEnded(p, res, inventory.ErrOutOfStock, true), inventory.ErrOutOfStock
+	}
 	if sentAway {
 		answer, decided, aerr := e.answerShort(ctx, p, log, e.cfg.Metrics.SoldOutLeftQueue)
 		switch {

@@ -34,7 +34,10 @@ import (
 // once); nothing is cached that could refuse a sellable purchase.
 type soldOut struct {
 	stocks func(ctx context.Context, skus []string) (map[string]int64, error)
-	stop   <-chan struct{}
+	// keys, when set, says which of the keys of the purchases a read sends away hold an order,
+	// in one look-up made after the read (inventory.Store.KeysWithOrders).
+	keys func(ctx context.Context, keys []string) (map[string]bool, error)
+	stop <-chan struct{}
 
 	mu   sync.Mutex
 	skus map[string]*stockWatch
@@ -69,13 +72,20 @@ type stockWatch struct {
 // queuedPurchase is a purchase waiting for its SKU's lock.
 type queuedPurchase struct {
 	qty    int64
+	key    string // the client's Idempotency-Key; empty for a key the service made
 	seenBy uint64 // the reads begun before it queued
 	leave  context.CancelCauseFunc
 }
 
 // errSoldOutWhileQueued ends the lock wait of a queued purchase that a read of the stock showed
-// cannot be served; the purchase is answered out_of_stock.
+// cannot be served; the purchase is answered out_of_stock once its key is known not to hold an
+// order.
 var errSoldOutWhileQueued = errors.New("sold out while queued")
+
+// errSoldOutKeyFree ends it when, besides, a look-up made after the read found no order under
+// the purchase's key (or it has none a client could have used): out_of_stock is then true as of
+// the read, with no look-up of its own.
+var errSoldOutKeyFree = fmt.Errorf("%w, its key holding no order", errSoldOutWhileQueued)
 
 // newSoldOut reads stocks with stocks and polls until stop closes; with trustSuspicion (the
 // planted lie SoldOutCache) it answers a suspected SKU sold out without reading its stock.
@@ -190,13 +200,15 @@ func (so *soldOut) tell(sku string, stock int64) {
 	}
 }
 
-// queue registers a purchase of qty units of sku for the time it waits for the lock: the context
-// it returns is cancelled with errSoldOutWhileQueued if a read begun after now shows the stock
-// short of qty. done ends the registration; call it as soon as the lock is held or given up.
-func (so *soldOut) queue(ctx context.Context, sku string, qty int64) (_ context.Context, done func()) {
+// queue registers a purchase of qty units of sku, under the client's key (empty for a key the
+// service made), for the time it waits for the lock: the context it returns is cancelled with a
+// cause wrapping errSoldOutWhileQueued if a read begun after now shows the stock short of qty
+// (errSoldOutKeyFree when a look-up after the read found no order under the key). done ends the
+// registration; call it as soon as the lock is held or given up.
+func (so *soldOut) queue(ctx context.Context, sku string, qty int64, key string) (_ context.Context, done func()) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	so.mu.Lock()
-	q := &queuedPurchase{qty: qty, seenBy: so.reads, leave: cancel}
+	q := &queuedPurchase{qty: qty, key: key, seenBy: so.reads, leave: cancel}
 	w := so.watch(sku)
 	w.queued[q] = struct{}{}
 	if w.suspect {
@@ -218,8 +230,8 @@ func (so *soldOut) queue(ctx context.Context, sku string, qty int64) (_ context.
 // once the purchase's key is known not to have sold (keyAfterShortRead), and counts it there. A
 // wait that took the lock as it was sent away keeps the lock: its turn decides.
 func leftQueue(waitCtx context.Context, err error) error {
-	if err != nil && errors.Is(context.Cause(waitCtx), errSoldOutWhileQueued) {
-		return fmt.Errorf("%w: %w", errSoldOutWhileQueued, inventory.ErrOutOfStock)
+	if cause := context.Cause(waitCtx); err != nil && errors.Is(cause, errSoldOutWhileQueued) {
+		return fmt.Errorf("%w: %w", cause, inventory.ErrOutOfStock)
 	}
 	return err
 }

@@ -46,7 +46,7 @@ func (so *soldOut) poll() {
 		stocks, err := so.stocks(ctx, skus)
 		cancel()
 		if err == nil {
-			so.sendAway(stocks, read)
+			so.sendAway(so.shortOf(stocks, read))
 			for sku, stock := range stocks {
 				so.tell(sku, stock)
 			}
@@ -63,11 +63,12 @@ func (so *soldOut) poll() {
 	}
 }
 
-// sendAway ends the wait of every purchase queued before the read numbered read began that asks
-// for more than its SKU's stock in that read.
-func (so *soldOut) sendAway(stocks map[string]int64, read uint64) {
+// shortOf takes out of the queues every purchase queued before the read numbered read began that
+// asks for more than its SKU's stock in that read, for sendAway.
+func (so *soldOut) shortOf(stocks map[string]int64, read uint64) []*queuedPurchase {
 	so.mu.Lock()
 	defer so.mu.Unlock()
+	var short []*queuedPurchase
 	for sku, stock := range stocks {
 		w := so.skus[sku]
 		if w == nil {
@@ -76,7 +77,7 @@ func (so *soldOut) sendAway(stocks map[string]int64, read uint64) {
 		for q := range w.queued {
 			// A purchase queued after the read began learns nothing from it.
 			if q.seenBy < read && q.qty > stock {
-				q.leave(errSoldOutWhileQueued)
+				short = append(short, q)
 				delete(w.queued, q)
 			}
 		}
@@ -84,5 +85,34 @@ func (so *soldOut) sendAway(stocks map[string]int64, read uint64) {
 		// sale that empties the SKU makes it suspected again.
 		w.suspect = stock == 0
 		so.forget(sku, w)
+	}
+	return short
+}
+
+// sendAway ends the wait of purchases a read found short, after one look-up of their keys: those
+// whose key holds no order (or who have none a client used) leave with errSoldOutKeyFree, the
+// others (and all, when the look-up fails) with errSoldOutWhileQueued, to be looked up each.
+func (so *soldOut) sendAway(short []*queuedPurchase) {
+	var keys []string
+	for _, q := range short {
+		if q.key != "" {
+			keys = append(keys, q.key)
+		}
+	}
+	var taken map[string]bool
+	lookedUp := len(keys) == 0
+	if !lookedUp && so.keys != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), soldOutReadTimeout)
+		var err error
+		taken, err = so.keys(ctx, keys)
+		cancel()
+		lookedUp = err == nil
+	}
+	for _, q := range short {
+		if q.key == "" || (lookedUp && !taken[q.key]) {
+			q.leave(errSoldOutKeyFree)
+		} else {
+			q.leave(errSoldOutWhileQueued)
+		}
 	}
 }
