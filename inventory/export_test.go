@@ -30,6 +30,13 @@ func (s *Store) SkewClockForTest(d time.Duration) {
 // ConnIDForTest is the server's id of conn.
 func ConnIDForTest(conn ServerConn) int64 { return conn.ID }
 
+// ConnAtForTest is conn as if it had been made at addr: a test's proxy and the server behind it
+// are one server at two addresses.
+func ConnAtForTest(conn ServerConn, addr string) ServerConn {
+	conn.Addr = addr
+	return conn
+}
+
 // SetInsertReturningForTest chooses how recordOrders inserts several orders: one INSERT ...
 // RETURNING (on a server that has it), or one statement per order.
 func (s *Store) SetInsertReturningForTest(on bool) { s.insertReturns = on }

@@ -92,10 +92,11 @@ func (s *Store) onRunOf(ctx context.Context, conn ServerConn, f func(*sql.Conn) 
 	if conn.ID == 0 || conn.Run == "" {
 		return false, errors.New("its connection is not known")
 	}
-	if s.galera && conn.Addr != "" && conn.Addr != s.addr {
+	if conn.Addr != "" && conn.Addr != s.addr {
 		// Another node's connection: its id and run mean nothing here (each node has its own
-		// server_runs, a MEMORY table, which Galera does not replicate). A single server is one
-		// server whatever address reaches it (a proxy, a host name).
+		// server_runs, a MEMORY table, which Galera does not replicate). A connection made at
+		// another address is refused even when one server may stand behind both: its transaction
+		// stays unknown rather than be ended, or a stranger killed, on a guess.
 		return false, fmt.Errorf("the connection is on %s, not on this store's %s", conn.Addr, s.addr)
 	}
 	c, err := s.sqlDB.Conn(ctx)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/zkstock/zkstock/internal/tcpproxy"
 	"github.com/zkstock/zkstock/internal/testenv"
 	"github.com/zkstock/zkstock/inventory"
@@ -92,7 +93,8 @@ func TestEndTransactionAfterARestartLeavesAStrangerAlone(t *testing.T) {
 	if !errors.Is(unanswered, inventory.ErrOutcomeUnknown) {
 		t.Fatalf("the purchase: %v, want ErrOutcomeUnknown", unanswered)
 	}
-	conn := inventory.UnansweredConn(unanswered)
+	// Made through the proxy, asked about at the server's own address: one server.
+	conn := inventory.ConnAtForTest(inventory.UnansweredConn(unanswered), serverAddr(t, dsn))
 	id := inventory.ConnIDForTest(conn)
 	if id == 0 {
 		t.Fatal("the unanswered COMMIT names no connection")
@@ -138,4 +140,14 @@ func TestMigrateRefusesServerRunsThatOutliveARestart(t *testing.T) {
 	if !errors.Is(err, inventory.ErrMisconfigured) || !strings.Contains(err.Error(), "MEMORY") {
 		t.Fatalf("migrate with an InnoDB server_runs: %v; want ErrMisconfigured naming MEMORY", err)
 	}
+}
+
+// serverAddr is the address dsn reaches its server at, as a store opened on it names it.
+func serverAddr(t *testing.T, dsn string) string {
+	t.Helper()
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg.Addr
 }

@@ -46,10 +46,11 @@ func (so *soldOut) poll() {
 		stocks, err := so.stocks(ctx, skus)
 		cancel()
 		if err == nil {
-			so.sendAway(so.shortOf(stocks, read))
-			for sku, stock := range stocks {
+			short := so.shortOf(stocks, read)
+			for sku, stock := range stocks { // told as read, before the look-up of the keys
 				so.tell(sku, stock)
 			}
+			so.sendAway(short)
 		}
 		select {
 		case <-t.C:
