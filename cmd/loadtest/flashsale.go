@@ -1,10 +1,8 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/zkstock/zkstock/loadtest"
 )
@@ -19,16 +17,12 @@ func runFlashSale(args []string, stdout, stderr io.Writer) int {
 	}
 	reps := make([]*loadtest.Report, 2)
 	for i, path := range args {
-		raw, err := os.ReadFile(path)
+		rep, err := loadReport(path)
 		if err != nil {
 			fmt.Fprintf(stderr, "loadtest flash-sale: %v\n", err)
 			return 1
 		}
-		reps[i] = &loadtest.Report{}
-		if err := json.Unmarshal(raw, reps[i]); err != nil {
-			fmt.Fprintf(stderr, "loadtest flash-sale: %s: %v\n", path, err)
-			return 1
-		}
+		reps[i] = rep
 	}
 	if err := loadtest.WriteFlashSale(stdout, reps[0], reps[1]); err != nil {
 		fmt.Fprintf(stderr, "loadtest flash-sale: %v\n", err)

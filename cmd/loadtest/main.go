@@ -36,6 +36,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "flash-sale" {
 		return runFlashSale(args[1:], stdout, stderr)
 	}
+	if len(args) > 0 && args[0] == "compare" {
+		return runCompare(args[1:], stdout, stderr)
+	}
 	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
@@ -45,6 +48,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
        loadtest locks [flags]   (the ZooKeeper lock recipes side by side, no HTTP; -h for its flags)
        loadtest switches [flags]   (the fleet's lock-mode switches timed under load; -h for its flags)
        loadtest flash-sale UNITS.json AMPLE.json   (the flash-sale table of two open-loop reports)
+       loadtest compare [-labels A,B] A.json B.json   (the same load on two setups, side by side)
 
 Compares lock modes on a set of order replicas over HTTP. The open loop counts each answer's
 latency from the purchase's intended send time (coordinated omission corrected) and reports the
