@@ -18,7 +18,7 @@ FUZZ_TARGETS := FuzzAPI FuzzAdmin
 NODENAME_FUZZ_TARGETS := FuzzParse FuzzNaming
 FUZZTIME_TEST ?= 12s
 
-.PHONY: check-go test test-galera test-faults nemesis test-nemesis lint compose-check compose-test screenshots footprint scale scale-ab syscalls-ab bench demo demo-up demo-down flash-sale servers-start servers-stop help
+.PHONY: check-go test test-galera test-faults nemesis test-nemesis lint compose-check compose-test screenshots footprint scale scale-ab syscalls-ab bench demo demo-up demo-down flash-sale galera-bench servers-start servers-stop help
 
 ## check-go: the Go toolchain is at least go.mod's version (1.26.8); every target below that
 ## builds or tests depends on it and says what is missing
@@ -144,13 +144,15 @@ footprint: check-go
 	$(SERVERS) run --no-ensemble -- env FOOTPRINT_PURCHASES=100000 FOOTPRINT_SKUS=1000 $(GO) test -count=1 -timeout 30m -run TestFootprintIsFlat -v ./order
 
 ## demo: three local replicas, loadtest none against zk, report in out/ (no Docker needed); installs
-## only the servers it runs and curl when missing (scripts/demo.sh packages)
+## only the servers it runs and curl when missing (scripts/demo.sh packages); DB=galera puts the
+## stock on a three-node MariaDB Galera cluster (demo-up too)
+DB ?=
 demo: check-go
-	scripts/demo.sh run $(DEMO_FLAGS)
+	DEMO_DB=$(DB) scripts/demo.sh run $(DEMO_FLAGS)
 
 ## demo-up / demo-down: keep the demo running for the tutorials (source .demo/env.sh)
 demo-up: check-go
-	scripts/demo.sh up .demo
+	DEMO_DB=$(DB) scripts/demo.sh up .demo
 demo-down:
 	scripts/demo.sh down .demo
 
@@ -160,6 +162,12 @@ demo-down:
 ## make flash-sale MODES=zk,zk-batch DURATION=5s
 flash-sale: check-go
 	$(SERVERS) run --no-ensemble --no-test-packages -- scripts/flash-sale.sh
+
+## galera-bench: every lock mode on a three-node Galera cluster next to one MariaDB, the same load
+## on both in one run (closed loop, then the open loop with ample stock), tables in
+## out/galera-bench/closed.md and open.md (scripts/galera-bench.sh; its settings there)
+galera-bench: check-go
+	$(SERVERS) run --no-ensemble --no-test-packages --galera -- scripts/galera-bench.sh
 
 ## bench: dlock against go-zookeeper's zk.Lock, Curator's InterProcessMutex and kazoo's Lock, 1, 3
 ## and 30 contenders, side by side: a warm-up, then BENCH_ROUNDS rounds that alternate the four,

@@ -13,19 +13,32 @@
 #                                          tests' JDK, Curator and kazoo), and change nothing
 #
 # With ZK_SERVERS and MYSQL_DSN already set, `up` uses those servers instead of starting its own
-# (and MYSQL_MIGRATE_DSN, REDIS_ADDR, REDIS_USERNAME, REDIS_PASSWORD ZK_AUTH or ZK_AUTH_FILE when set;
+# (and MYSQL_MIGRATE_DSN, MYSQL_NODES, REDIS_ADDR, REDIS_USERNAME, REDIS_PASSWORD ZK_AUTH or ZK_AUTH_FILE when set;
 # else a new ZooKeeper identity).
 # Secure by default: the replicas run as the database's service user, the migration as its own
 # (scripts/servers.sh makes both), Redis as its ACL user, with a random admin token and a ZooKeeper
 # identity in DIR/secrets/ (admin_token, zk_auth; env.sh exports ADMIN_TOKEN for the tutorials).
 # DEMO_WORK_DELAY (default 5ms) is the replicas' simulated work inside the critical section;
 # DEMO_PORTS (default "8081 8082 8083") the replicas' three ports.
+# DEMO_DB=galera (make demo DB=galera) puts the stock on a three-node MariaDB Galera cluster
+# (scripts/galera.sh) instead of one MariaDB: the replicas reach its nodes through MYSQL_NODES, one
+# writer at a time, and env.sh exports GALERA_DIR for its controls (scripts/galera.sh kill
+# "$GALERA_DIR" 1, ...). With servers of your own, it takes the cluster from GALERA_DSNS,
+# GALERA_MIGRATE_DSNS and GALERA_NODES (scripts/galera.sh's env.sh) instead of MYSQL_DSN.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 read -r -a PORTS <<<"${DEMO_PORTS:-8081 8082 8083}"
 # The demo runs one ZooKeeper, MariaDB and Redis: not the tests' ensemble, nor their packages.
 SERVERS_FLAGS=(--no-ensemble --no-test-packages)
+case "${DEMO_DB:-}" in
+'' | mariadb) ;;
+galera) SERVERS_FLAGS+=(--galera) ;;
+*)
+	printf 'demo: DEMO_DB is mariadb (the default) or galera, not %q\n' "$DEMO_DB" >&2
+	exit 2
+	;;
+esac
 
 usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0" >&2; exit 2; }
 
@@ -64,10 +77,14 @@ cmd_up() {
 		"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends curl >/dev/null || die "curl is needed"
 	fi
 	if [ -n "${ZK_SERVERS:-}" ] && [ -n "${MYSQL_DSN:-}" ]; then
-		log "using the servers in ZK_SERVERS and MYSQL_DSN"
+		if [ "${DEMO_DB:-}" = galera ]; then
+			[ -n "${GALERA_NODES:-}" ] || die "DEMO_DB=galera on servers of your own needs the cluster's GALERA_DSNS, GALERA_MIGRATE_DSNS and GALERA_NODES (scripts/galera.sh start writes them)"
+			eval "$(galera_env)"
+		fi
+		log "using the servers in ZK_SERVERS and MYSQL_DSN${MYSQL_NODES:+ (nodes $MYSQL_NODES)}"
 		printf 'export ZK_SERVERS=%q\nexport MYSQL_DSN=%q\n' "$ZK_SERVERS" "$MYSQL_DSN" >"$dir/servers.env"
 		local v
-		for v in MYSQL_MIGRATE_DSN REDIS_ADDR REDIS_USERNAME REDIS_PASSWORD ZK_AUTH ZK_AUTH_FILE; do
+		for v in MYSQL_MIGRATE_DSN MYSQL_NODES GALERA_DIR REDIS_ADDR REDIS_USERNAME REDIS_PASSWORD ZK_AUTH ZK_AUTH_FILE; do
 			[ -z "${!v:-}" ] || printf 'export %s=%q\n' "$v" "${!v}" >>"$dir/servers.env"
 		done
 		# Servers shared with others (the tests') keep other fleets' modes: this demo's fleet is
@@ -79,6 +96,12 @@ cmd_up() {
 	else
 		"$ROOT/scripts/servers.sh" start "$dir/servers" "${SERVERS_FLAGS[@]}"
 		cp "$dir/servers/env.sh" "$dir/servers.env"
+		if [ "${DEMO_DB:-}" = galera ]; then
+			# shellcheck disable=SC1091
+			(. "$dir/servers/env.sh" && galera_env) >>"$dir/servers.env"
+		else
+			printf 'export MYSQL_NODES=\n' >>"$dir/servers.env" # one server: MYSQL_DSN's
+		fi
 		printf 'export FLEET=%q\n' "${FLEET:-default}" >>"$dir/servers.env"
 	fi
 	# shellcheck disable=SC1091
@@ -111,6 +134,13 @@ EOF
 	log "ready: source $dir/env.sh"
 }
 
+# galera_env prints the settings that put the replicas on the cluster of the servers' env.sh (sourced):
+# the service's and the migration's users at node 1, and every node's address in MYSQL_NODES.
+galera_env() {
+	printf 'export MYSQL_DSN=%q\nexport MYSQL_MIGRATE_DSN=%q\nexport MYSQL_NODES=%q\n' \
+		"${GALERA_DSNS%%,*}" "${GALERA_MIGRATE_DSNS%%,*}" "$GALERA_NODES"
+}
+
 # start_replica DIR N [VAR=value ...]: orderN on 127.0.0.1:808N, logging to DIR/orderN.log.
 start_replica() {
 	local dir=$1 i=$2
@@ -120,7 +150,7 @@ start_replica() {
 	# setsid keeps a Ctrl-C in the terminal from reaching the replicas (the trap stops them); the
 	# process writes its own pid, as setsid may fork.
 	# The secrets come from their files alone: a shell that sourced env.sh has ADMIN_TOKEN and ZK_AUTH.
-	env HTTP_ADDR="127.0.0.1:${PORTS[$((i - 1))]}" REPLICA_ID="order$i" ZK_SERVERS="$ZK_SERVERS" MYSQL_DSN="$MYSQL_DSN" FLEET="${FLEET:-default}" \
+	env HTTP_ADDR="127.0.0.1:${PORTS[$((i - 1))]}" REPLICA_ID="order$i" ZK_SERVERS="$ZK_SERVERS" MYSQL_DSN="$MYSQL_DSN" MYSQL_NODES="${MYSQL_NODES:-}" FLEET="${FLEET:-default}" \
 		ADMIN_TOKEN= ADMIN_TOKEN_FILE="$dir/secrets/admin_token" ZK_AUTH= ZK_AUTH_FILE="$dir/secrets/zk_auth" WORK_DELAY="${DEMO_WORK_DELAY:-5ms}" ZK_SESSION_TIMEOUT="${DEMO_SESSION_TIMEOUT:-4s}" "$@" \
 		setsid bash -c 'echo $$ >"$1"; exec "$2"' _ "$dir/order$i.pid" "$dir/bin/orderd" >>"$dir/order$i.log" 2>&1 </dev/null &
 	for _ in $(seq 1 50); do [ -s "$dir/order$i.pid" ] && return 0; sleep 0.1; done

@@ -47,6 +47,8 @@
 #                        comma-separated, in node order
 #   GALERA_MIGRATE_DSNS  the migration's user, likewise
 #   GALERA_ADMIN_DSNS    root, likewise
+#   GALERA_NODES         the nodes' client addresses (host:port), comma-separated, in node order:
+#                        orderd's MYSQL_NODES
 #   GALERA_DIR           DIR, for the node controls above
 #
 # Settings: innodb_flush_log_at_trx_commit=1 (GALERA_FLUSH overrides it, for controls that show what
@@ -297,9 +299,10 @@ cmd_start() {
 			wait_synced "$dir" 60 "$i"
 		done
 	fi
-	local dsns="" migs="" admins="" port
+	local dsns="" migs="" admins="" nodes="" port
 	for i in 1 2 3; do
 		port=$(cut -d' ' -f1 "$dir/node$i/ports")
+		nodes+="${nodes:+,}127.0.0.1:$port"
 		dsns+="${dsns:+,}zkstock:$svcpw@tcp(127.0.0.1:$port)/zkstock?parseTime=true"
 		migs+="${migs:+,}zkstock_migrate:$migpw@tcp(127.0.0.1:$port)/zkstock?parseTime=true"
 		admins+="${admins:+,}root:$rootpw@tcp(127.0.0.1:$port)/zkstock?parseTime=true"
@@ -308,6 +311,7 @@ cmd_start() {
 export GALERA_DSNS='$dsns'
 export GALERA_MIGRATE_DSNS='$migs'
 export GALERA_ADMIN_DSNS='$admins'
+export GALERA_NODES='$nodes'
 export GALERA_DIR=$dir
 EOF
 	chmod 600 "$dir/env.sh"

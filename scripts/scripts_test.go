@@ -3,6 +3,7 @@
 package scripts_test
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -125,5 +126,25 @@ func TestGaleraPackages(t *testing.T) {
 		if slices.Contains(without, p) {
 			t.Errorf("servers.sh without --galera installs %s: %v", p, without)
 		}
+	}
+}
+
+// TestDemoOnGaleraInstallsTheCluster: DEMO_DB=galera (make demo DB=galera) adds the cluster's
+// packages to the demo's, and an unknown DEMO_DB is refused with a usage message.
+func TestDemoOnGaleraInstallsTheCluster(t *testing.T) {
+	out, err := run(t, []string{"DEMO_DB=galera"}, "demo.sh", "packages")
+	if err != nil {
+		t.Fatalf("DEMO_DB=galera demo.sh packages: %v\n%s", err, out)
+	}
+	with := lines(out)
+	for _, p := range append([]string{"galera-4", "mariadb-backup", "socat"}, demoServers...) {
+		if !slices.Contains(with, p) {
+			t.Errorf("the demo on Galera does not install %s: %v", p, with)
+		}
+	}
+	out, err = run(t, []string{"DEMO_DB=postgres"}, "demo.sh", "packages")
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 2 || !strings.Contains(out, "DEMO_DB is mariadb (the default) or galera") {
+		t.Errorf("DEMO_DB=postgres: %v, %q; want exit 2 naming the choices", err, out)
 	}
 }

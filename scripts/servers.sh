@@ -34,7 +34,7 @@
 #   REDIS_USERNAME, REDIS_PASSWORD   its ACL user for the redis modes (zkstock:lock:* keys, the
 #                 commands they send); REDIS_ADMIN_PASSWORD: the default user's (every command)
 #   ZK_DIR, ZK_ENSEMBLE_DIRS, MYSQL_DIR, MYSQL_PORT, REDIS_DIR  for tests that restart servers
-#   GALERA_DSNS, GALERA_MIGRATE_DSNS, GALERA_ADMIN_DSNS, GALERA_DIR   with --galera: a three-node
+#   GALERA_DSNS, GALERA_MIGRATE_DSNS, GALERA_ADMIN_DSNS, GALERA_NODES, GALERA_DIR  with --galera: a three-node
 #                 MariaDB Galera cluster besides (scripts/galera.sh, which also breaks it)
 #
 # ZK_JVM=server starts the ZooKeepers' JVMs as a server runs them (both JIT compilers, the default
