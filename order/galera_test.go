@@ -2,12 +2,18 @@ package order_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
+	"log/slog"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/go-sql-driver/mysql"
 
 	"github.com/zkstock/zkstock/internal/answers"
 	"github.com/zkstock/zkstock/internal/testenv"
@@ -292,5 +298,132 @@ func TestGaleraOrderIDsLookUpByID(t *testing.T) {
 	// An id between two of the cluster's is no order.
 	if got := call(t, "GET", fmt.Sprintf("%s/v1/orders/%d", reps[0].URL, orders[0].id+1), ""); !seen[orders[0].id+1] && got.status != 404 {
 		t.Errorf("GET /v1/orders/%d (no such order): %s", orders[0].id+1, got.codeLine())
+	}
+}
+
+// syncBuffer is a log sink read while it is written.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  []byte
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.b = append(s.b, p...)
+	return len(p), nil
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return string(s.b)
+}
+
+// waitLog waits until the log holds a JSON line with msg, and returns that line.
+func waitLog(t *testing.T, logs *syncBuffer, msg string, within time.Duration) map[string]any {
+	t.Helper()
+	for deadline := time.Now().Add(within); ; {
+		for _, line := range strings.Split(logs.String(), "\n") {
+			var m map[string]any
+			if json.Unmarshal([]byte(line), &m) == nil && m["msg"] == msg {
+				return m
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %q in the log within %v:\n%s", msg, within, logs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// orderd's Run with MYSQL_NODES: it opens the cluster on the first node, migrates once there as
+// MYSQL_MIGRATE_DSN's user (at that node's address), sells, moves off a writer cut off from its
+// peers (logged), sells on, and closes the cluster at shutdown.
+func TestGaleraRunWithMySQLNodes(t *testing.T) {
+	nodes := testenv.GaleraDatabase(t)
+	svc := testenv.AsUser(t, nodes[0], testenv.GaleraServiceDSNs(t)[0])
+	mig := testenv.AsUser(t, nodes[0], testenv.GaleraMigrateDSNs(t)[0])
+	var addrs []string
+	for _, n := range nodes {
+		c, err := mysql.ParseDSN(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		addrs = append(addrs, c.Addr)
+	}
+	dbName := func() string { c, _ := mysql.ParseDSN(nodes[0]); return c.DBName }()
+	testenv.DeleteZKTreeAtCleanup(t, testenv.ZKServers(t), order.FleetRoot+"/"+dbName)
+	cfg, err := order.LoadConfig([]string{"-http-addr", "127.0.0.1:0", "-replica-id", "gorderd1", "-fleet", dbName,
+		"-zk-servers", strings.Join(testenv.ZKServers(t), ","), "-mysql-dsn", svc, "-mysql-migrate-dsn", mig,
+		"-mysql-nodes", strings.Join(addrs, ","), "-admin-token", adminToken}, env(map[string]string{"ZK_AUTH": func() string {
+		u, p := testenv.ZKAuth()
+		return u + ":" + p
+	}()}), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- order.Run(ctx, cfg, slog.New(slog.NewJSONHandler(&logs, nil))) }()
+	stopped := false
+	defer func() {
+		if !stopped {
+			cancel()
+			<-done
+		}
+	}()
+	if m := waitLog(t, &logs, "database: a cluster", 30*time.Second); m["writer"] != addrs[0] {
+		t.Fatalf("opened with writer %v, want node 1 (%s)", m["writer"], addrs[0])
+	}
+	url := "http://" + waitLog(t, &logs, "orderd listening", 60*time.Second)["addr"].(string)
+	r := &replica{Name: "gorderd1", URL: url}
+	resetStock(t, r, "grun", 10)
+	if rep := buy(t, r, "grun", 1, "grun-1"); rep.status != 201 {
+		t.Fatalf("purchase on node 1: %s %s", rep.codeLine(), rep.raw)
+	}
+
+	testenv.GaleraControl(t, "isolate", "1")
+	rejoined := false
+	defer func() {
+		if !rejoined {
+			testenv.GaleraControl(t, "rejoin", "1")
+		}
+	}()
+	moved := waitLog(t, &logs, "database: the writer moved to another node", 30*time.Second)
+	t.Logf("logged: %v", moved)
+	if moved["from"] != addrs[0] {
+		t.Errorf("moved from %v, want node 1 (%s)", moved["from"], addrs[0])
+	}
+	var rep reply
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		if rep = buy(t, r, "grun", 1, "grun-2"); rep.status == 201 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if rep.status != 201 {
+		t.Fatalf("purchase after the move: %s %s", rep.codeLine(), rep.raw)
+	}
+	if rep := call(t, "GET", url+"/readyz", ""); rep.status != 200 {
+		t.Errorf("/readyz after the move: %s %s", rep.codeLine(), rep.raw)
+	}
+	t.Logf("rejoin: %s", testenv.GaleraControl(t, "rejoin", "1"))
+	rejoined = true
+	a, err := verifyStore(t, nodes[1]).Audit(context.Background(), "grun")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Stock != 8 || a.Orders != 2 || a.LostUpdates != 0 {
+		t.Errorf("audit %+v, want 2 orders and 8 left", a)
+	}
+	cancel()
+	stopped = true
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if !strings.Contains(logs.String(), `"msg":"stopped"`) {
+		t.Errorf("Run ended without its stop logged:\n%s", logs.String())
 	}
 }
