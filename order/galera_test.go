@@ -125,8 +125,8 @@ func sellThroughAFault(t *testing.T, fault, heal string, faultFor, resumeBound t
 		})
 	}
 	time.Sleep(3 * time.Second)
-	killed := time.Now()
 	testenv.GaleraControl(t, fault, victim)
+	killed := time.Now() // the node is dead or frozen once the control returns
 	t.Logf("node %s (the writer): %s", victim, fault)
 	healed := false
 	defer func() {
