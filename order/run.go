@@ -90,10 +90,9 @@ func writeTimeout(longestChange time.Duration) time.Duration {
 }
 
 // migrate creates or updates the tables as MySQLMigrateDSN's user (migrateDSN: on a cluster, at
-// the writer's node), on a connection of its own closed at once, so that the
-// serving pool never holds DDL rights; without it, as the service's own user (store), which works
-// on tables already current and otherwise fails with the privilege it lacks named
-// (inventory.ErrMissingPrivilege).
+// the writer's node), on a connection of its own closed at once, so that the serving pool never
+// holds DDL rights; without it, as the service's own user (store), which works on tables already
+// current and otherwise fails with the privilege it lacks named (inventory.ErrMissingPrivilege).
 func migrate(ctx context.Context, migrateDSN string, store *inventory.Store) error {
 	if migrateDSN == "" {
 		return store.Migrate(ctx)
