@@ -367,12 +367,7 @@ func runDockerSteps(t *testing.T, path string, userFiles ...string) {
 		"COMPOSE_PROJECT_NAME=" + project,
 	}
 	t.Cleanup(func() {
-		s := &stack{root: root, project: project, files: append(append([]string{}, userFiles...), "scripts/compose/local.yml")}
-		for _, f := range userFiles {
-			if f == "docker-compose.ensemble.yml" {
-				s.files = append(s.files, "scripts/compose/local.ensemble.yml")
-			}
-		}
+		s := &stack{root: root, project: project, files: append(append(append([]string{}, userFiles...), "scripts/compose/local.yml"), localOverrides(userFiles)...)}
 		if out, err := s.compose(context.Background(), "down", "-v", "--remove-orphans", "--timeout", "5"); err != nil {
 			t.Errorf("down: %v\n%s", err, out)
 		}

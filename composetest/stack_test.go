@@ -43,11 +43,27 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// localOverrides are the local images' overrides of the user's override files (after
+// scripts/compose/local.yml, which every stack has).
+func localOverrides(userFiles []string) []string {
+	var files []string
+	for _, f := range userFiles {
+		switch f {
+		case "docker-compose.ensemble.yml":
+			files = append(files, "scripts/compose/local.ensemble.yml")
+		case "docker-compose.galera.yml":
+			files = append(files, "scripts/compose/local.galera.yml")
+		}
+	}
+	return files
+}
+
 // stack is one docker-compose project: the user's files plus the local images' override.
 type stack struct {
 	root    string
 	project string
 	files   []string
+	upTook  time.Duration // from `up` until every service was healthy
 }
 
 func repoRoot(t testing.TB) string {
@@ -65,11 +81,7 @@ func newStack(t *testing.T, userFiles ...string) *stack {
 	root := repoRoot(t)
 	files := append([]string{}, userFiles...)
 	files = append(files, "scripts/compose/local.yml")
-	for _, f := range userFiles {
-		if f == "docker-compose.ensemble.yml" {
-			files = append(files, "scripts/compose/local.ensemble.yml")
-		}
-	}
+	files = append(files, localOverrides(userFiles)...)
 	s := &stack{root: root, project: "zkstocktest" + randHex(t, 4), files: files}
 	if out, err := exec.Command(filepath.Join(root, "scripts/secrets.sh")).CombinedOutput(); err != nil {
 		t.Fatalf("scripts/secrets.sh: %v\n%s", err, out)
@@ -95,7 +107,8 @@ func newStack(t *testing.T, userFiles ...string) *stack {
 		t.Fatalf("up: %v\n%s", err, out)
 	}
 	s.waitHealthy(t, ctx, s.services(t)...)
-	t.Logf("%s: every service healthy %.1f s after up", s.project, time.Since(start).Seconds())
+	s.upTook = time.Since(start)
+	t.Logf("%s: every service healthy %.1f s after up", s.project, s.upTook.Seconds())
 	return s
 }
 
