@@ -333,9 +333,10 @@ func TestDockerTutorial(t *testing.T) {
 	runDockerSteps(t, "docs/tutorial/08-failover-in-docker.md", "docker-compose.yml", "docker-compose.ensemble.yml")
 }
 
-// The README's Docker commands (docker compose up, run --rm loadtest, down), run as written.
+// The README's Docker commands (docker compose up, run --rm loadtest, down; the Galera override's
+// up, a purchase, the cluster's size, down), run as written.
 func TestREADMEDocker(t *testing.T) {
-	runDockerSteps(t, "README.md", "docker-compose.yml")
+	runDockerSteps(t, "README.md", "docker-compose.yml", "docker-compose.galera.yml")
 }
 
 // runDockerSteps runs a page's steps that need Docker, as written. Their docker-compose and
