@@ -2,6 +2,7 @@ package composetest
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"net/http"
 	"os/exec"
@@ -51,6 +52,26 @@ func serviceConns(t testing.TB, s *stack, service string) int {
 	return n
 }
 
+// transferOf says how a restarted node caught up, from its log: IST or a full SST.
+func transferOf(t testing.TB, s *stack, service string) string {
+	t.Helper()
+	out, err := exec.Command("docker", "logs", s.container(t, service)).CombinedOutput()
+	if err != nil {
+		t.Fatalf("logs of %s: %v", service, err)
+	}
+	// The log holds the node's earlier starts too: the last word counts. The joiner's SST script
+	// runs either way and says which it was.
+	ist := max(strings.LastIndex(string(out), "mariabackup IST completed on joiner"), strings.LastIndex(string(out), "Receiving IST"))
+	sst := strings.LastIndex(string(out), "mariabackup SST completed on joiner")
+	switch {
+	case ist > sst:
+		return "by IST"
+	case sst >= 0:
+		return "by a full SST"
+	}
+	return "no transfer logged"
+}
+
 // docker-compose.galera.yml: the stock on a three-node MariaDB Galera cluster. The cluster forms
 // (node 1 bootstraps it, the others join by a full state transfer), the replicas migrate the schema
 // through it and sell, and the container of the node they write through (MYSQL_NODES' writer: the
@@ -83,11 +104,8 @@ func TestGalera(t *testing.T) {
 		t.Fatalf("the stock on galera3: %q, want 7", out)
 	}
 
-	// A node killed under load.
-	const loadSKU, stock = "GALERA-KILL-1", 500
-	reset(t, loadSKU, stock)
-	l := startLoad(t, loadtest.Config{SKU: loadSKU, Stock: stock, Requests: 1000, Concurrency: 20, Modes: []string{"zk"}})
-	waitFor(t, 30*time.Second, "50 sold", func() bool { return auditOf(t, replicas[0], loadSKU).UnitsSold >= 50 })
+	// The writer's node killed under load. The writer: the node that holds the replicas'
+	// connections after the purchases above (the others have none, or only a monitor's).
 	conns := map[string]int{}
 	writer := ""
 	for _, n := range galeraNodes {
@@ -100,6 +118,10 @@ func TestGalera(t *testing.T) {
 	if conns[writer] == 0 {
 		t.Fatalf("no node serves the replicas: their connections per node %v", conns)
 	}
+	const loadSKU, stock = "GALERA-KILL-1", 500
+	reset(t, loadSKU, stock)
+	l := startLoad(t, loadtest.Config{SKU: loadSKU, Stock: stock, Requests: 1000, Concurrency: 20, Modes: []string{"zk"}})
+	waitFor(t, 30*time.Second, "50 sold", func() bool { return auditOf(t, replicas[0], loadSKU).UnitsSold >= 50 })
 	docker(t, "kill", s.container(t, victim))
 	killedAt := time.Since(l.start)
 	row := l.wait(t)[0]
@@ -136,6 +158,22 @@ func TestGalera(t *testing.T) {
 			t.Fatalf("purchase on %s after %s was killed: %d %v", r, victim, st, m)
 		}
 	}
-	record(t, "docker-compose.galera.yml: three nodes Synced and every service healthy %.0f s after `up` (node 1 bootstraps, galera2 then galera3 join by mariabackup SST); schema migrated through the cluster, on every node; a purchase on each replica, seen on galera3. `docker kill` of %s, the replicas' writer (their connections per node: %v), after 50 sales, %.1f s into the load: the first sale after it %.2f s later, %d sold after it; the longest pause between two sales %.2f s (from %.1f s); %d of %d sold, %d errors %v, oversold 0, lost updates 0; the two left a primary component, every replica selling",
-		s.upTook.Seconds(), victim, conns, killedAt.Seconds(), firstAfter.Seconds(), after, gap.Seconds(), gapAt.Seconds(), row.Orders, stock, row.Errors, row.ErrorCodes)
+	// The killed node started again: it recovers its position and rejoins (IST from a survivor).
+	restartedAt := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if out, err := s.compose(ctx, "up", "-d", "--no-build", victim); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	s.waitHealthy(t, ctx, victim)
+	rejoined := time.Since(restartedAt)
+	if size := nodeStatus(t, s, victim, "wsrep_cluster_size"); size != "3" {
+		t.Fatalf("%s restarted: in a cluster of %s, want 3", victim, size)
+	}
+	if out, _ := nodeSQL(t, s, victim, "SET SESSION wsrep_sync_wait = 1; SELECT stock FROM zkstock.products WHERE sku = '"+sku+"'"); out != "0" {
+		t.Fatalf("the stock on %s after it rejoined: %q, want 0", victim, out)
+	}
+	record(t, "docker-compose.galera.yml: three nodes Synced and every service healthy %.0f s after `up` (node 1 bootstraps, galera2 then galera3 join by mariabackup SST); schema migrated through the cluster, on every node; a purchase on each replica, seen on galera3. `docker kill` of %s, the replicas' writer (their connections per node: %v), after 50 sales, %.1f s into the load: the first sale after it %.2f s later, %d sold after it; the longest pause between two sales %.2f s (from %.1f s); %d of %d sold, %d errors %v, oversold 0, lost updates 0; the two left a primary component, every replica selling; %s started again (`up -d`), Synced in the cluster of 3 %.1f s later (%s)",
+		s.upTook.Seconds(), victim, conns, killedAt.Seconds(), firstAfter.Seconds(), after, gap.Seconds(), gapAt.Seconds(), row.Orders, stock, row.Errors, row.ErrorCodes,
+		victim, rejoined.Seconds(), transferOf(t, s, victim))
 }

@@ -1,7 +1,8 @@
-// Package composetest runs the user's docker-compose.yml (and docker-compose.ensemble.yml) on a
-// real Docker engine and breaks it: replicas killed, paused and cut off from ZooKeeper, the
-// ZooKeeper leader killed. The images come from scripts/compose/images.sh (no registry); the
-// override scripts/compose/local.yml changes only where they come from.
+// Package composetest runs the user's docker-compose.yml (and docker-compose.ensemble.yml,
+// docker-compose.galera.yml) on a real Docker engine and breaks it: replicas killed, paused and
+// cut off from ZooKeeper, the ZooKeeper leader killed, the Galera writer's node killed. The images
+// come from scripts/compose/images.sh (no registry); the overrides scripts/compose/local*.yml
+// change only where they come from.
 //
 // It runs under `make compose-test` (ZKSTOCK_COMPOSE=1); `make test` skips it. Under CI=true a
 // Docker engine that does not answer fails the run.
