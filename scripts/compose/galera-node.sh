@@ -15,7 +15,9 @@
 #   GALERA_PROVIDER_OPTIONS   more wsrep_provider_options (';'-separated), if any
 #
 # Which node starts a cluster:
-#   - the GALERA_BOOTSTRAP node on a fresh data directory (the first `up`);
+#   - the GALERA_BOOTSTRAP node on a fresh data directory (the first `up`) when no peer answers on
+#     its replication port (4567): a node 1 whose container was made anew while the others run
+#     (`up` after a change to its service, without a volume) joins them instead;
 #   - any node whose grastate.dat says safe_to_bootstrap: 1: the last one shut down cleanly with
 #     the others already down (`docker compose stop`, then `start` or `up`), so it holds every
 #     committed transaction. Galera itself refuses to start a cluster from a node not so marked.
@@ -25,7 +27,8 @@
 # is marked: pick the most advanced one (mariadbd --wsrep-recover) and set its safe_to_bootstrap
 # by hand, as scripts/galera.sh bootstrap does on loopback nodes.
 #
-# Settings (docs: docs/reliability.md's Galera notes; inventory/settings.go checks them at start):
+# Settings (README: MYSQL_NODES; scripts/galera.sh's header; inventory/settings.go checks them at
+# start):
 # innodb_flush_log_at_trx_commit=1, binlog_format ROW, innodb_autoinc_lock_mode 2,
 # wsrep_auto_increment_control ON (the image's default), wsrep_sync_wait left at 0 (the service
 # sets 1 on its own sessions).
@@ -80,10 +83,20 @@ EOF
 	chmod 600 "$cnf"
 }
 
+# peer_up: another node answers on its replication port.
+peer_up() {
+	local p
+	for p in ${GALERA_PEERS//,/ }; do
+		[ "$p" = "${GALERA_NODE_NAME:-}" ] && continue
+		timeout 1 bash -c "exec 3<>/dev/tcp/$p/4567" 2>/dev/null && return 0
+	done
+	return 1
+}
+
 fresh=1
 [ -d "$datadir/mysql" ] && fresh=0
 bootstrap=0
-if [ $fresh -eq 1 ] && [ "${GALERA_BOOTSTRAP:-0}" = 1 ]; then
+if [ $fresh -eq 1 ] && [ "${GALERA_BOOTSTRAP:-0}" = 1 ] && ! peer_up; then
 	bootstrap=1
 elif [ $fresh -eq 0 ] && grep -q '^safe_to_bootstrap: *1' "$datadir/grastate.dat" 2>/dev/null; then
 	bootstrap=1
