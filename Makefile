@@ -98,16 +98,20 @@ lint: check-go
 	$(GO) -C dlock vet ./...
 	$(GO) -C dlock mod tidy -diff
 
-## compose-check: docker-compose.yml is valid (Debian's docker-compose; no Docker engine needed)
+## compose-check: docker-compose.yml and its overrides are valid (Debian's docker-compose; no Docker
+## engine needed)
 compose-check:
 	scripts/ensure-tools.sh
 	docker-compose -f docker-compose.yml config -q
 	docker-compose -f docker-compose.yml -f docker-compose.ensemble.yml config -q
+	docker-compose -f docker-compose.yml -f docker-compose.galera.yml config -q
+	docker-compose -f docker-compose.yml -f docker-compose.galera.yml -f scripts/compose/local.yml -f scripts/compose/local.galera.yml config -q
 	docker-compose -f docker-compose.yml --profile loadtest config --services | grep -qx loadtest
 
-## compose-test: docker-compose.yml (and docker-compose.ensemble.yml) run and broken on the local
-## Docker engine, with images built from Debian's packages (no registry needed): replicas killed,
-## paused and cut off from ZooKeeper, the ZooKeeper leader killed; results in out/compose-results.md
+## compose-test: docker-compose.yml (and docker-compose.ensemble.yml, docker-compose.galera.yml) run
+## and broken on the local Docker engine, with images built from Debian's packages (no registry
+## needed): replicas killed, paused and cut off from ZooKeeper, the ZooKeeper leader and a Galera
+## node killed; results in out/compose-results.md
 compose-test: check-go compose-check
 	scripts/compose/test.sh
 

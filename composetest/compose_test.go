@@ -333,9 +333,10 @@ func TestDockerTutorial(t *testing.T) {
 	runDockerSteps(t, "docs/tutorial/08-failover-in-docker.md", "docker-compose.yml", "docker-compose.ensemble.yml")
 }
 
-// The README's Docker commands (docker compose up, run --rm loadtest, down), run as written.
+// The README's Docker commands (docker compose up, run --rm loadtest, down; the Galera override's
+// up, a purchase, the cluster's size, down), run as written.
 func TestREADMEDocker(t *testing.T) {
-	runDockerSteps(t, "README.md", "docker-compose.yml")
+	runDockerSteps(t, "README.md", "docker-compose.yml", "docker-compose.galera.yml")
 }
 
 // runDockerSteps runs a page's steps that need Docker, as written. Their docker-compose and
@@ -367,12 +368,7 @@ func runDockerSteps(t *testing.T, path string, userFiles ...string) {
 		"COMPOSE_PROJECT_NAME=" + project,
 	}
 	t.Cleanup(func() {
-		s := &stack{root: root, project: project, files: append(append([]string{}, userFiles...), "scripts/compose/local.yml")}
-		for _, f := range userFiles {
-			if f == "docker-compose.ensemble.yml" {
-				s.files = append(s.files, "scripts/compose/local.ensemble.yml")
-			}
-		}
+		s := &stack{root: root, project: project, files: append(append(append([]string{}, userFiles...), "scripts/compose/local.yml"), localOverrides(userFiles)...)}
 		if out, err := s.compose(context.Background(), "down", "-v", "--remove-orphans", "--timeout", "5"); err != nil {
 			t.Errorf("down: %v\n%s", err, out)
 		}

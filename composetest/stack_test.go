@@ -1,7 +1,8 @@
-// Package composetest runs the user's docker-compose.yml (and docker-compose.ensemble.yml) on a
-// real Docker engine and breaks it: replicas killed, paused and cut off from ZooKeeper, the
-// ZooKeeper leader killed. The images come from scripts/compose/images.sh (no registry); the
-// override scripts/compose/local.yml changes only where they come from.
+// Package composetest runs the user's docker-compose.yml (and docker-compose.ensemble.yml,
+// docker-compose.galera.yml) on a real Docker engine and breaks it: replicas killed, paused and
+// cut off from ZooKeeper, the ZooKeeper leader killed, the Galera writer's node killed. The images
+// come from scripts/compose/images.sh (no registry); the overrides scripts/compose/local*.yml
+// change only where they come from.
 //
 // It runs under `make compose-test` (ZKSTOCK_COMPOSE=1); `make test` skips it. Under CI=true a
 // Docker engine that does not answer fails the run.
@@ -43,11 +44,27 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// localOverrides are the local images' overrides of the user's override files (after
+// scripts/compose/local.yml, which every stack has).
+func localOverrides(userFiles []string) []string {
+	var files []string
+	for _, f := range userFiles {
+		switch f {
+		case "docker-compose.ensemble.yml":
+			files = append(files, "scripts/compose/local.ensemble.yml")
+		case "docker-compose.galera.yml":
+			files = append(files, "scripts/compose/local.galera.yml")
+		}
+	}
+	return files
+}
+
 // stack is one docker-compose project: the user's files plus the local images' override.
 type stack struct {
 	root    string
 	project string
 	files   []string
+	upTook  time.Duration // from `up` until every service was healthy
 }
 
 func repoRoot(t testing.TB) string {
@@ -65,11 +82,7 @@ func newStack(t *testing.T, userFiles ...string) *stack {
 	root := repoRoot(t)
 	files := append([]string{}, userFiles...)
 	files = append(files, "scripts/compose/local.yml")
-	for _, f := range userFiles {
-		if f == "docker-compose.ensemble.yml" {
-			files = append(files, "scripts/compose/local.ensemble.yml")
-		}
-	}
+	files = append(files, localOverrides(userFiles)...)
 	s := &stack{root: root, project: "zkstocktest" + randHex(t, 4), files: files}
 	if out, err := exec.Command(filepath.Join(root, "scripts/secrets.sh")).CombinedOutput(); err != nil {
 		t.Fatalf("scripts/secrets.sh: %v\n%s", err, out)
@@ -95,7 +108,8 @@ func newStack(t *testing.T, userFiles ...string) *stack {
 		t.Fatalf("up: %v\n%s", err, out)
 	}
 	s.waitHealthy(t, ctx, s.services(t)...)
-	t.Logf("%s: every service healthy %.1f s after up", s.project, time.Since(start).Seconds())
+	s.upTook = time.Since(start)
+	t.Logf("%s: every service healthy %.1f s after up", s.project, s.upTook.Seconds())
 	return s
 }
 

@@ -6,6 +6,8 @@
 #   mysql_service_password, mysql_dsn        the service's user, zkstock: rows only
 #   mysql_migrate_password, mysql_migrate_dsn  the migration's user, zkstock_migrate
 #                                            (scripts/mysql-init/zkstock-users.sh creates both at init)
+#   galera_sst_password                      the Galera nodes' state-transfer user, mariabackup
+#                                            (docker-compose.galera.yml; scripts/mysql-init/galera-sst-user.sh)
 #   redis_admin_password, redis_password     Redis's default user, and the redis modes' ACL user
 #   redis_users.acl                          Redis's aclfile: both users, passwords as SHA-256
 #   zk_auth                                  zkstock's ZooKeeper identity, user:password (ZK_AUTH_FILE)
@@ -33,6 +35,7 @@ put mysql_service_password "$(secret)"
 put mysql_migrate_password "$(secret)"
 put mysql_dsn "zkstock:$(get mysql_service_password)@tcp(mysql:3306)/zkstock?parseTime=true"
 put mysql_migrate_dsn "zkstock_migrate:$(get mysql_migrate_password)@tcp(mysql:3306)/zkstock?parseTime=true"
+put galera_sst_password "$(secret)"
 put redis_admin_password "$(secret)"
 put redis_password "$(secret)"
 put redis_users.acl "$("$(dirname "$0")/redis-users.sh" "$(get redis_admin_password)" "$(get redis_password)")"

@@ -19,7 +19,7 @@ import (
 // internal are the services whose ports must stay on the loopback interface: MySQL (root, no
 // password), Redis (no auth) and ZooKeeper (open ACLs) would otherwise answer anyone who can reach
 // the machine. The replicas (order1..order3) are the service and are published on every interface.
-var internal = map[string]bool{"mysql": true, "redis": true, "zookeeper": true, "zookeeper2": true, "zookeeper3": true}
+var internal = map[string]bool{"mysql": true, "redis": true, "zookeeper": true, "zookeeper2": true, "zookeeper3": true, "galera2": true, "galera3": true}
 
 // published is one port as `docker-compose config` prints it: the long form, or the short one
 // ("127.0.0.1:3306:3306/tcp") that docker-compose 1.29 prints when a host address is given.
@@ -112,9 +112,10 @@ func composeConfigEnv(t *testing.T, env []string, files ...string) (map[string][
 }
 
 // TestInternalPortsOnLoopbackOnly: no database, cache or ZooKeeper port is published on all
-// interfaces, in the user's file or with the ensemble override; the replicas stay on 8081..8083.
+// interfaces, in the user's file or with the ensemble or Galera override; the replicas stay on
+// 8081..8083.
 func TestInternalPortsOnLoopbackOnly(t *testing.T) {
-	for _, files := range [][]string{{"docker-compose.yml"}, {"docker-compose.yml", "docker-compose.ensemble.yml"}} {
+	for _, files := range [][]string{{"docker-compose.yml"}, {"docker-compose.yml", "docker-compose.ensemble.yml"}, {"docker-compose.yml", "docker-compose.galera.yml"}} {
 		t.Run(strings.Join(files, "+"), func(t *testing.T) {
 			ports := composeConfig(t, files...)
 			for name, ps := range ports {

@@ -71,10 +71,14 @@ mysql() {
 		echo "FLUSH PRIVILEGES;" >>"$init"
 		chown mysql "$init"
 		chmod 600 "$init"
-		set -- --init-file="$init"
+		set -- "$@" --init-file="$init"
 	fi
+	# The buffer pool's size in an option file, not on the command line: a Galera donor hands its
+	# command line to mariadb-backup (docker-compose.galera.yml's state transfers), which refuses
+	# --innodb-buffer-pool-size there.
+	printf '[mysqld]\ninnodb_buffer_pool_size=128M\n' >/etc/mysql/mariadb.conf.d/99-zkstock-image.cnf
 	exec mariadbd --user=mysql --datadir="$datadir" --bind-address=0.0.0.0 --skip-name-resolve \
-		--innodb-buffer-pool-size=128M --max-connections=500 "$@"
+		--max-connections=500 "$@"
 }
 
 case "${1:-}" in

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Builds the images docker-compose.local.yml runs, without a registry:
 #   zkstock-local/servers:HASH   a Debian bookworm root file system made by mmdebstrap from Debian's
-#                                packages (JRE + libzookeeper-java, MariaDB 10.11, Redis 7), imported
+#                                packages (JRE + libzookeeper-java, MariaDB 10.11 with Galera 4 and
+#                                mariabackup, Redis 7), imported
 #                                with docker import; rebuilt only when its inputs change (HASH)
-#   zkstock-local/zookeeper, zkstock-local/mysql, zkstock-local/redis
+#   zkstock-local/zookeeper, zkstock-local/mysql, zkstock-local/mariadb, zkstock-local/redis
 #                                that root file system with the official images' default commands
 #   zkstock-local/order          orderd, loadtest and lockdemo built on the host (CGO_ENABLED=0) in a
 #                                FROM scratch image, as the Dockerfile's distroless image holds them
@@ -12,7 +13,7 @@ here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 export DOCKER_BUILDKIT=0 # the classic builder pulls nothing for FROM scratch or a local image
 
-packages=default-jre-headless,libzookeeper-java,mariadb-server,redis-server
+packages=default-jre-headless,libzookeeper-java,mariadb-server,mariadb-backup,redis-server
 hash=$( (echo "$packages"; cat "$here/images.sh" "$here/entrypoint.sh" "$here/log4j.properties") | sha256sum | cut -c1-12)
 base=zkstock-local/servers:$hash
 
@@ -46,6 +47,7 @@ service_image() { # service_image TAG CMD-JSON PORT
 }
 service_image zkstock-local/zookeeper:3.8 '["zookeeper"]' 2181
 service_image zkstock-local/mysql:8.0 '["mysqld"]' 3306
+service_image zkstock-local/mariadb:10.11 '["mysqld"]' 3306 # docker-compose.galera.yml's nodes
 service_image zkstock-local/redis:7 '["redis-server"]' 6379
 
 ctx=$(mktemp -d)
@@ -65,4 +67,4 @@ EXPOSE 8080
 ENTRYPOINT ["/usr/local/bin/orderd"]
 DOCKERFILE
 docker build -q -t zkstock-local/order:latest "$ctx" >/dev/null
-echo "images: $base, zkstock-local/{zookeeper:3.8,mysql:8.0,redis:7,order:latest}" >&2
+echo "images: $base, zkstock-local/{zookeeper:3.8,mysql:8.0,mariadb:10.11,redis:7,order:latest}" >&2
