@@ -2,6 +2,7 @@ package inventory
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -34,8 +35,12 @@ type Cluster struct {
 	pool PoolOptions
 	opts ClusterOptions
 
-	mu     sync.Mutex // guards stores
+	mu     sync.Mutex // guards stores and probes
 	stores []*Store   // per node, nil until opened
+	// probes are each node's pool of one connection for the monitor's checks, apart from its
+	// Store's: a check then measures the node, not a pool its purchases have filled (writes
+	// block across the cluster while it waits to evict a lost node, and hold every connection).
+	probes []*sql.DB
 
 	writer atomic.Pointer[member]
 	probe  chan struct{} // a report asks the monitor to check the writer now
@@ -72,7 +77,7 @@ func OpenCluster(ctx context.Context, dsns []string, pool PoolOptions, opts Clus
 	if opts.ProbeTimeout <= 0 {
 		opts.ProbeTimeout = time.Second
 	}
-	c := &Cluster{dsns: dsns, pool: pool, opts: opts, stores: make([]*Store, len(dsns)), probe: make(chan struct{}, 1), done: make(chan struct{})}
+	c := &Cluster{dsns: dsns, pool: pool, opts: opts, stores: make([]*Store, len(dsns)), probes: make([]*sql.DB, len(dsns)), probe: make(chan struct{}, 1), done: make(chan struct{})}
 	var errs []error
 	for i := range dsns {
 		s, err := c.ready(ctx, i)
@@ -169,7 +174,30 @@ func (c *Cluster) closeStores() error {
 			c.stores[i] = nil
 		}
 	}
+	for i, p := range c.probes {
+		if p != nil {
+			errs = append(errs, p.Close())
+			c.probes[i] = nil
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// probeDB is node i's pool for checks, opened at its first use.
+func (c *Cluster) probeDB(i int) (*sql.DB, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p := c.probes[i]; p != nil {
+		return p, nil
+	}
+	p, err := sql.Open("mysql", c.withDialTimeout(c.dsns[i]))
+	if err != nil {
+		return nil, fmt.Errorf("%w: node %d: %w", ErrMisconfigured, i, err)
+	}
+	p.SetMaxOpenConns(1)
+	p.SetMaxIdleConns(1)
+	c.probes[i] = p
+	return p, nil
 }
 
 func (c *Cluster) monitor(ctx context.Context) {
@@ -184,7 +212,7 @@ func (c *Cluster) monitor(ctx context.Context) {
 		case <-c.probe:
 		}
 		w := c.writer.Load()
-		err := c.check(ctx, w.store, false)
+		err := c.check(ctx, w.node, false)
 		if err == nil || ctx.Err() != nil {
 			continue
 		}
@@ -193,13 +221,18 @@ func (c *Cluster) monitor(ctx context.Context) {
 	}
 }
 
-// check asks the node of s, within ProbeTimeout, whether it is a member of the primary component
-// that accepts queries, and Synced too when synced says so: a node taking over must be; the
-// writer may stay while it donates an incremental transfer (nodeReady).
-func (c *Cluster) check(ctx context.Context, s *Store, synced bool) error {
+// check asks node i, within ProbeTimeout, whether it is a member of the primary component that
+// accepts queries, and Synced too when synced says so: a node taking over must be; the writer may
+// stay while it donates an incremental transfer (nodeReady). It asks on a connection of its own
+// (probeDB), so that a writer whose purchases wait for the cluster is not taken for a lost one.
+func (c *Cluster) check(ctx context.Context, i int, synced bool) error {
 	ctx, cancel := context.WithTimeout(ctx, c.opts.ProbeTimeout)
 	defer cancel()
-	conn, err := s.sqlDB.Conn(ctx)
+	p, err := c.probeDB(i)
+	if err != nil {
+		return err
+	}
+	conn, err := p.Conn(ctx)
 	if err != nil {
 		return nodeErr(err, true)
 	}
@@ -244,7 +277,7 @@ func (c *Cluster) ready(ctx context.Context, i int) (*Store, error) {
 		c.mu.Unlock()
 		return s, nil // Open checked the node's state
 	}
-	if err := c.check(ctx, s, true); err != nil {
+	if err := c.check(ctx, i, true); err != nil {
 		return nil, fmt.Errorf("node %d: %w", i, err)
 	}
 	return s, nil
