@@ -37,10 +37,11 @@ test: check-go lint compose-check
 ## order ids under auto-increment control, the settings refused, causal reads through another
 ## node, a 1213 at COMMIT as a rollback, the writer killed, cut off and paused under writes, every
 ## node killed at once), then order's (replicas on the cluster in mode zk, the writer's node killed
-## and frozen under purchases, order ids looked up), one package at a time as both break nodes;
-## besides the usual servers; about 3 minutes; CI runs it after make test
+## and frozen under purchases, order ids looked up), the stale reads counted, and tutorial 12 on a
+## demo on the cluster, one package at a time as they break nodes; besides the usual servers;
+## about 4 minutes; CI runs it after make test
 test-galera: check-go
-	ZKSTOCK_GALERA=1 $(SERVERS) run --no-ensemble --galera -- $(GO) test -race -count=1 -p 1 -timeout 15m -run 'Galera|OrderIDs|WithoutGalera' -v ./inventory ./order
+	ZKSTOCK_GALERA=1 $(SERVERS) run --no-ensemble --galera -- $(GO) test -race -count=1 -p 1 -timeout 15m -run 'Galera|OrderIDs|WithoutGalera' -v ./inventory ./order ./internal/galeraprobe ./docs
 
 ## test-faults: the fault scenarios (processes killed, paused, cut off; ZooKeeper and MariaDB
 ## stopped) and a bounded fuzz run; the results table goes to out/reliability-table.md

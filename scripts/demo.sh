@@ -118,9 +118,9 @@ cmd_up() {
 		fi
 	fi
 
-	log "building orderd, loadtest and lockdemo"
+	log "building orderd, loadtest, lockdemo and stalereads"
 	mkdir -p "$dir/bin"
-	(cd "$ROOT" && go build -o "$dir/bin/" ./cmd/orderd ./cmd/loadtest ./cmd/lockdemo)
+	(cd "$ROOT" && go build -o "$dir/bin/" ./cmd/orderd ./cmd/loadtest ./cmd/lockdemo ./cmd/stalereads)
 
 	for i in 1 2 3; do start_replica "$dir" "$i"; done
 	for i in 1 2 3; do wait_replica "$dir" "$i"; done
