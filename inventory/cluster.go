@@ -22,10 +22,13 @@ import (
 //
 // A monitor checks the writer every ProbeInterval, and at once when a caller reports an error
 // (Report): when the writer does not answer within ProbeTimeout, refuses (1047, out of the
-// primary component), or is not Synced, the cluster moves to the next node, in the DSNs' order
-// from the writer on, that is a Synced member of the primary component, and stays there: it does
-// not move back when the old writer returns, since every move is a moment in which two nodes may
-// both hold transactions of the service's.
+// primary component), or is not Synced, the cluster moves to the first node, in the DSNs' order,
+// that is a Synced member of the primary component. When a node before the writer in that order
+// has been ready for ReturnAfter, the writer returns to it. So the replicas of a fleet, each with
+// a Cluster of its own on the same DSNs, come to write through the same node: the first one
+// ready. Until they do (a move is each replica's own, made at its own moment), two of them may
+// write through two nodes; their transactions on one row then conflict at COMMIT, and the later
+// one is rolled back (ErrRolledBack), never applied over the other.
 //
 // A transaction in flight on the old writer ends as on one server: rolled back (an error before
 // its COMMIT, or ErrRolledBack), or ErrOutcomeUnknown when its COMMIT went unanswered, which
@@ -58,6 +61,9 @@ type member struct {
 type ClusterOptions struct {
 	ProbeInterval time.Duration // between checks of the writer; default 500 ms
 	ProbeTimeout  time.Duration // a check, or a node's opening, not answered within it fails; default 1 s
+	// ReturnAfter is how long a node before the writer in the DSNs' order must answer its checks
+	// as ready, without a miss, before the writer returns to it; default 10 s, negative: never.
+	ReturnAfter time.Duration
 	// OnMove, if set, is called after each move of the writer, with the nodes' indexes.
 	OnMove func(from, to int)
 }
@@ -76,6 +82,9 @@ func OpenCluster(ctx context.Context, dsns []string, pool PoolOptions, opts Clus
 	}
 	if opts.ProbeTimeout <= 0 {
 		opts.ProbeTimeout = time.Second
+	}
+	if opts.ReturnAfter == 0 {
+		opts.ReturnAfter = 10 * time.Second
 	}
 	c := &Cluster{dsns: dsns, pool: pool, opts: opts, stores: make([]*Store, len(dsns)), probes: make([]*sql.DB, len(dsns)), probe: make(chan struct{}, 1), done: make(chan struct{})}
 	var errs []error
@@ -204,20 +213,66 @@ func (c *Cluster) monitor(ctx context.Context) {
 	defer close(c.done)
 	tick := time.NewTicker(c.opts.ProbeInterval)
 	defer tick.Stop()
+	var back returning
 	for {
+		ticked := false
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
+			ticked = true
 		case <-c.probe:
 		}
 		w := c.writer.Load()
 		err := c.check(ctx, w.node, false)
-		if err == nil || ctx.Err() != nil {
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			slog.Warn("inventory: the writer's node failed its check", "node", w.node, "err", err)
+			c.move(ctx, w)
+			back = returning{}
 			continue
 		}
-		slog.Warn("inventory: the writer's node failed its check", "node", w.node, "err", err)
-		c.move(ctx, w)
+		if ticked && c.opts.ReturnAfter > 0 && w.node > 0 {
+			c.returnTo(ctx, w, &back)
+		}
+	}
+}
+
+// returning is a node before the writer that has answered every check as ready since a moment.
+type returning struct {
+	node  int
+	since time.Time // zero: none
+}
+
+// returnTo makes the first ready node before w's the writer once it has stayed ready for
+// ReturnAfter, as back records across ticks.
+func (c *Cluster) returnTo(ctx context.Context, w *member, back *returning) {
+	for i := 0; i < w.node; i++ {
+		s, err := c.ready(ctx, i)
+		if err != nil {
+			continue
+		}
+		if back.since.IsZero() || back.node != i {
+			*back = returning{node: i, since: time.Now()}
+		}
+		if time.Since(back.since) < c.opts.ReturnAfter {
+			return
+		}
+		c.setWriter(w.node, i, s)
+		*back = returning{}
+		return
+	}
+	*back = returning{}
+}
+
+// setWriter makes node to, whose Store is s, the writer in from's place.
+func (c *Cluster) setWriter(from, to int, s *Store) {
+	c.writer.Store(&member{node: to, store: s, since: time.Now()})
+	slog.Warn("inventory: the writer moved", "from", from, "to", to)
+	if c.opts.OnMove != nil {
+		c.opts.OnMove(from, to)
 	}
 }
 
@@ -240,21 +295,19 @@ func (c *Cluster) check(ctx context.Context, i int, synced bool) error {
 	return nodeErr(nodeReady(ctx, conn, synced), true)
 }
 
-// move makes the next ready node after w's the writer; with none ready, w stays, and the next
-// tick tries again.
+// move makes the first ready node, in the DSNs' order, other than w's the writer; with none ready,
+// w stays, and the next tick tries again.
 func (c *Cluster) move(ctx context.Context, w *member) {
-	for k := 1; k < len(c.dsns); k++ {
-		i := (w.node + k) % len(c.dsns)
+	for i := range c.dsns {
+		if i == w.node {
+			continue
+		}
 		s, err := c.ready(ctx, i)
 		if err != nil {
 			slog.Warn("inventory: node not ready to take over", "node", i, "err", err)
 			continue
 		}
-		c.writer.Store(&member{node: i, store: s, since: time.Now()})
-		slog.Warn("inventory: the writer moved", "from", w.node, "to", i)
-		if c.opts.OnMove != nil {
-			c.opts.OnMove(w.node, i)
-		}
+		c.setWriter(w.node, i, s)
 		return
 	}
 }

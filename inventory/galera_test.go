@@ -266,16 +266,21 @@ func (p *purchaser) run(ctx context.Context, t *testing.T, c *inventory.Cluster,
 // and more: 6.1-6.6 s measured here, 10.2 s once, on two cores shared with other work.
 const failoverLimit = 15 * time.Second
 
+// returnAfter is how long the failover tests' clusters wait, a node before the writer being ready
+// again, before they return to it (ClusterOptions.ReturnAfter).
+const returnAfter = 2 * time.Second
+
 // failoverUnderWrites runs four purchasers through a cluster on a fresh database, applies fault to
 // the writer's node (its number, 1 to 3) after a second, and checks that the writer moved, that
-// sales resumed within limit, and that every key was sold exactly once; heal undoes the fault.
+// sales resumed within limit, and that every key was sold exactly once; heal undoes the fault,
+// after which the writer must return to the node, the first in order, within returnAfter and more.
 func failoverUnderWrites(t *testing.T, fault, heal func(node string), limit time.Duration) {
 	nodes := testenv.GaleraDatabase(t)
 	openStoreAt(t, nodes[0]) // migrates
 	ctx := context.Background()
 	var moved atomic.Int64
 	c, err := inventory.OpenCluster(ctx, nodes, inventory.PoolOptions{MaxOpen: 10}, inventory.ClusterOptions{
-		ProbeInterval: 200 * time.Millisecond, ProbeTimeout: time.Second,
+		ProbeInterval: 200 * time.Millisecond, ProbeTimeout: time.Second, ReturnAfter: returnAfter,
 		OnMove: func(from, to int) { moved.Store(time.Now().UnixNano()) },
 	})
 	if err != nil {
@@ -372,6 +377,16 @@ func failoverUnderWrites(t *testing.T, fault, heal func(node string), limit time
 	}
 	healed = true
 	heal(victimNode)
+	// back and ready, the first node in order is the writer again: a fleet's replicas meet there
+	healedAt := time.Now()
+	for c.Writer() != victim && time.Since(healedAt) < returnAfter+5*time.Second {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if c.Writer() != victim {
+		t.Errorf("the writer is node %d %.1f s after node %s came back, want node %s again", c.Writer()+1, time.Since(healedAt).Seconds(), victimNode, victimNode)
+	} else {
+		t.Logf("the writer returned to node %s %.1f s after it came back", victimNode, time.Since(healedAt).Seconds())
+	}
 	// the old writer, back in the cluster, agrees
 	old, err := inventory.Open(ctx, nodes[victim], inventory.PoolOptions{})
 	if err != nil {
