@@ -199,7 +199,12 @@ func (c *Cluster) probeDB(i int) (*sql.DB, error) {
 	if p := c.probes[i]; p != nil {
 		return p, nil
 	}
-	p, err := sql.Open("mysql", c.withDialTimeout(c.dsns[i]))
+	cfg, err := mysql.ParseDSN(c.withDialTimeout(c.dsns[i]))
+	if err != nil {
+		return nil, fmt.Errorf("%w: node %d: %w", ErrMisconfigured, i, err)
+	}
+	cfg.Params = nil // the DSN's session variables are the Store's sessions', not a check's
+	p, err := sql.Open("mysql", cfg.FormatDSN())
 	if err != nil {
 		return nil, fmt.Errorf("%w: node %d: %w", ErrMisconfigured, i, err)
 	}

@@ -8,7 +8,7 @@ import (
 )
 
 // WriteComparison writes, as Markdown, the same load on two setups side by side (one MariaDB and
-// a Galera cluster, say): per mode, the purchases a second on each (the goodput in an open loop),
+// a Galera cluster, say): per mode, the sales a second on each (the goodput in an open loop),
 // the second's over the first's, the p50 and p99 on each (the sales', in an open loop), and what each audit found wrong.
 // a and b are each one or more reports of the same kind of run; rows are matched by mode, in a's
 // order, and a mode run on one side only is listed with dashes on the other.
@@ -23,7 +23,7 @@ func WriteComparison(w io.Writer, labelA, labelB string, a, b []*Report) error {
 		}
 	}
 	rowsA, rowsB := rowsByMode(a), rowsByMode(b)
-	rate, latency := "purchases/s", "p50 / p99"
+	rate, latency := "sales/s", "p50 / p99"
 	if open {
 		rate, latency = "sales/s (goodput)", "sales p50 / p99"
 	}
@@ -78,12 +78,16 @@ func modesInOrder(a, b []*Report) []string {
 	return out
 }
 
-// salesRate is a row's purchases a second (closed loop) or goodput (open loop).
+// salesRate is a row's sales a second: the purchases accepted over the run's time (closed loop),
+// or the goodput (open loop). Never every answer's rate, which a setup that fails fast would win.
 func salesRate(row Row) float64 {
-	if row.Open != nil {
+	switch {
+	case row.Open != nil:
 		return row.Open.GoodputRPS
+	case row.Seconds > 0:
+		return float64(row.Accepted) / row.Seconds
 	}
-	return row.Throughput
+	return 0
 }
 
 // salesLatency is the sales' p50 / p99: in an open loop the 201 class's (from the intended send

@@ -7,11 +7,11 @@ import (
 
 func TestWriteComparisonSideBySide(t *testing.T) {
 	one := &Report{Rows: []Row{
-		{Mode: "zk", Throughput: 200, P50: 12, P99: 40, UnitsSold: 1000},
-		{Mode: "db-cas", Throughput: 100, P50: 20, P99: 1500, UnitsSold: 1000},
+		{Mode: "zk", Accepted: 2000, Seconds: 10, Throughput: 250, P50: 12, P99: 40, UnitsSold: 1000},
+		{Mode: "db-cas", Accepted: 1000, Seconds: 10, P50: 20, P99: 1500, UnitsSold: 1000},
 	}}
-	galera := &Report{Rows: []Row{{Mode: "zk", Throughput: 150, P50: 15, P99: 60, UnitsSold: 1000}}}
-	galera2 := &Report{Rows: []Row{{Mode: "none", Throughput: 300, UnitsSold: 990, Oversold: 3}}}
+	galera := &Report{Rows: []Row{{Mode: "zk", Accepted: 1500, Seconds: 10, Throughput: 400, P50: 15, P99: 60, UnitsSold: 1000}}}
+	galera2 := &Report{Rows: []Row{{Mode: "none", Accepted: 3000, Seconds: 10, UnitsSold: 990, Oversold: 3}}}
 	var b strings.Builder
 	if err := WriteComparison(&b, "one", "galera", []*Report{one}, []*Report{galera, galera2}); err != nil {
 		t.Fatal(err)
@@ -47,7 +47,7 @@ func TestWriteComparisonOpenLoopUsesGoodputAndSales(t *testing.T) {
 	if !strings.Contains(b.String(), "sales/s (goodput)") {
 		t.Errorf("an open loop's column is not the goodput:\n%s", b.String())
 	}
-	closed := &Report{Rows: []Row{{Mode: "zk-batch", Throughput: 10}}}
+	closed := &Report{Rows: []Row{{Mode: "zk-batch", Accepted: 10, Seconds: 1}}}
 	if err := WriteComparison(&b, "one", "galera", []*Report{open(200)}, []*Report{closed}); err == nil {
 		t.Error("an open loop compared with a closed loop: no error")
 	}

@@ -63,6 +63,7 @@ wait_ready() { # wait_ready URL SECONDS LOGFILE
 
 cmd_up() {
 	local dir=$1
+	umask 077 # servers.env and env.sh hold the servers' passwords and the admin token
 	mkdir -p "$dir"
 	dir=$(cd "$dir" && pwd)
 	for p in "${PORTS[@]}"; do

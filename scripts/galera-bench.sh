@@ -50,7 +50,9 @@ DEMO_WORK_DELAY=$WORK_DELAY DEMO_PORTS="8091 8092 8093" MYSQL_DSN="${GALERA_DSNS
 	MYSQL_MIGRATE_DSN="${GALERA_MIGRATE_DSNS%%,*}" MYSQL_NODES="$GALERA_NODES" "$ROOT/scripts/demo.sh" up "$RUN_DIR/galera"
 
 mkdir -p "$OUT"
-rm -f "$OUT"/*.json "$OUT"/*.md
+# only what an earlier run of this script wrote there
+rm -f "$OUT"/closed-one-*.json "$OUT"/closed-galera-*.json "$OUT"/open-one-*.json "$OUT"/open-galera-*.json \
+	"$OUT"/closed-one-*.md "$OUT"/closed-galera-*.md "$OUT"/open-one-*.md "$OUT"/open-galera-*.md "$OUT/closed.md" "$OUT/open.md"
 # load DB MODE LOOP: one loadtest run of MODE on DB's fleet, closed or open loop.
 load() {
 	local db=$1 mode=$2 loop=$3 base=8081 args

@@ -25,14 +25,14 @@ func TestCompareCommand(t *testing.T) {
 		}
 		return path
 	}
-	a := write("a.json", loadtest.Row{Mode: "zk", Throughput: 100}, loadtest.Row{Mode: "zk-batch", Throughput: 400})
-	b1 := write("b1.json", loadtest.Row{Mode: "zk", Throughput: 90})
-	b2 := write("b2.json", loadtest.Row{Mode: "zk-batch", Throughput: 300})
+	a := write("a.json", loadtest.Row{Mode: "zk", Accepted: 100, Seconds: 1}, loadtest.Row{Mode: "zk-batch", Accepted: 800, Seconds: 2})
+	b1 := write("b1.json", loadtest.Row{Mode: "zk", Accepted: 90, Seconds: 1})
+	b2 := write("b2.json", loadtest.Row{Mode: "zk-batch", Accepted: 600, Seconds: 2})
 	var out, stderr strings.Builder
 	if code := run(context.Background(), []string{"compare", "-labels", "one,galera", a, b1 + "," + b2}, &out, &stderr); code != 0 {
 		t.Fatalf("compare: exit %d: %s", code, stderr.String())
 	}
-	for _, want := range []string{"purchases/s, galera", "| zk | 100 | 90 | 0.90× |", "| zk-batch | 400 | 300 | 0.75× |"} {
+	for _, want := range []string{"sales/s, galera", "| zk | 100 | 90 | 0.90× |", "| zk-batch | 400 | 300 | 0.75× |"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the table lacks %q:\n%s", want, out.String())
 		}

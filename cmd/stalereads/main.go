@@ -37,7 +37,9 @@ func main() {
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("stalereads", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	dsn := fs.String("dsn", getenv("MYSQL_DSN"), "the database user's DSN, as orderd's MYSQL_DSN (default $MYSQL_DSN)")
+	// The DSN holds a password: its flag's default stays empty, so that a usage message never
+	// prints it; MYSQL_DSN is read after the flags.
+	dsn := fs.String("dsn", "", "the database user's DSN, as orderd's MYSQL_DSN (default $MYSQL_DSN, which keeps the password off the command line)")
 	nodes := fs.String("nodes", getenv("MYSQL_NODES"), "the cluster's nodes, host:port comma-separated, as orderd's MYSQL_NODES: writes go to the first, reads to the second (default $MYSQL_NODES)")
 	sku := fs.String("sku", "", "the product whose stock is written (it must exist)")
 	n := fs.Int("n", 2000, "writes, each followed by a read, per setting")
@@ -50,6 +52,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			return 0
 		}
 		return 2
+	}
+	if *dsn == "" {
+		*dsn = getenv("MYSQL_DSN")
 	}
 	list := strings.Split(*nodes, ",")
 	switch {

@@ -29,3 +29,15 @@ func TestUsage(t *testing.T) {
 		}
 	}
 }
+
+// A usage message never shows the password MYSQL_DSN holds.
+func TestUsageHidesTheDSN(t *testing.T) {
+	env := map[string]string{"MYSQL_DSN": "u:s3cretPW@tcp(127.0.0.1:1)/db", "MYSQL_NODES": "127.0.0.1:1,127.0.0.1:2"}
+	for _, args := range [][]string{nil, {"-h"}, {"-sku", "S", "-n", "0"}} {
+		var stderr strings.Builder
+		run(context.Background(), args, func(k string) string { return env[k] }, io.Discard, &stderr)
+		if strings.Contains(stderr.String(), "s3cretPW") {
+			t.Errorf("%v: the usage message shows the password:\n%s", args, stderr.String())
+		}
+	}
+}

@@ -88,7 +88,7 @@ peer_up() {
 	local p
 	for p in ${GALERA_PEERS//,/ }; do
 		[ "$p" = "${GALERA_NODE_NAME:-}" ] && continue
-		timeout 1 bash -c "exec 3<>/dev/tcp/$p/4567" 2>/dev/null && return 0
+		timeout 1 bash -c 'exec 3<>"/dev/tcp/$1/4567"' _ "$p" 2>/dev/null && return 0
 	done
 	return 1
 }
