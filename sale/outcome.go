@@ -70,8 +70,13 @@ func (e *Engine) resolveKey(ctx context.Context, key string, cause error) (conte
 // one it ran on (ServerConn.Addr). On a cluster that is the node, not the writer now: only that
 // node can end the transaction, and only its locking reads wait for it, where another node's
 // look-up could miss a COMMIT still on its way and answer it not made. When the source has that
-// node no longer open, the outcome is unknown.
+// node no longer open, the outcome is unknown. A batch that panicked names no connection: the
+// panic was recovered in the goroutine that ran its COMMIT, if it sent one, so none is on its way,
+// and the writer's causal reads see whatever it committed.
 func (e *Engine) settledAt(cause error) (*inventory.Store, error) {
+	if errors.Is(cause, errBatchPanicked) {
+		return e.src.Store(), nil
+	}
 	addr := inventory.UnansweredConn(cause).Addr
 	at, ok := e.src.StoreAt(addr)
 	if !ok {
