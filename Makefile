@@ -55,16 +55,19 @@ test-faults: check-go lint
 ## on three replicas, every history checked by Porcupine, every SKU audited; MODE (a list runs
 ## each; MODE+LIE plants a lie, a control), SEED (one, or one per mode), DURATION (60s; 30m runs
 ## long), FAULTS (kinds, comma-separated; MODE=kinds;MODE=kinds per mode; all when empty), STOCK
-## (200 per SKU; per mode too). Writes out/nemesis/<mode>-<seed>/: summary.json,
+## (200 per SKU; per mode too), DB (mariadb, one server; galera: the fleet on a three-node
+## Galera cluster, started besides, which the galera-* kinds break). Writes
+## out/nemesis/<mode>-<seed>/ (galera-<mode>-<seed>/ on Galera): summary.json,
 ## timeline.svg, the replicas' logs, and on an anomaly the histories and Porcupine's visualization
 SEED ?= 1
 DURATION ?= 60s
 MODE ?= zk
 FAULTS ?=
 STOCK ?= 200
+DB ?= mariadb
 NEMESIS_TIMEOUT ?= 4h
 nemesis: check-go
-	$(SERVERS) run --no-ensemble -- env ZKSTOCK_FAULTS=1 NEMESIS=1 NEMESIS_MODE='$(MODE)' NEMESIS_SEED='$(SEED)' NEMESIS_DURATION=$(DURATION) \
+	$(SERVERS) run --no-ensemble $(if $(filter galera,$(DB)),--galera) -- env ZKSTOCK_FAULTS=1 NEMESIS=1 NEMESIS_DB='$(DB)' NEMESIS_MODE='$(MODE)' NEMESIS_SEED='$(SEED)' NEMESIS_DURATION=$(DURATION) \
 		NEMESIS_FAULTS='$(FAULTS)' NEMESIS_STOCK='$(STOCK)' $(GO) test -count=1 -timeout $(NEMESIS_TIMEOUT) -run '^TestNemesis$$' -v ./faults
 
 ## test-nemesis: the nemesis as CI runs it: every fenced mode 25 s under every kind of fault, and
