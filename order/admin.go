@@ -55,7 +55,7 @@ func (s *Server) resetProduct(c *gin.Context) {
 		abortWith(c, badRequest("stock must be a whole number from 0 to 1000000000"))
 		return
 	}
-	p, err := s.store.Reset(c.Request.Context(), sku, *req.Stock)
+	p, err := s.db().Reset(c.Request.Context(), sku, *req.Stock)
 	if err != nil {
 		s.log.Warn("reset product", "sku", sku, "err", err)
 		abortWith(c, newError(http.StatusServiceUnavailable, "storage_unavailable", "the database did not answer"))
@@ -174,7 +174,7 @@ func (s *Server) lowerFence(c *gin.Context) {
 		}
 		sku = *req.SKU
 	}
-	n, err := s.store.LowerFence(c.Request.Context(), issuer, *req.Token, sku)
+	n, err := s.db().LowerFence(c.Request.Context(), issuer, *req.Token, sku)
 	if err != nil {
 		s.log.Warn("lower fence", "issuer", issuer, "err", err)
 		abortWith(c, newError(http.StatusServiceUnavailable, "storage_unavailable", "the database did not answer; nothing was lowered"))

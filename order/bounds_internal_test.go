@@ -30,7 +30,7 @@ func TestDefaultShellBoundsAreSmall(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
-	s := &Server{cfg: cfg, store: st, sales: sale.New(sale.Config{LockTimeout: cfg.LockTimeout, WorkDelay: cfg.WorkDelay}, st, nil, nil)}
+	s := &Server{cfg: cfg, src: st, sales: sale.New(sale.Config{LockTimeout: cfg.LockTimeout, WorkDelay: cfg.WorkDelay}, st, nil, nil)}
 
 	longest, sw := s.sales.LongestChange(), s.switchBound()
 	t.Logf("defaults: longest change %v, switch bound %v, HTTP WriteTimeout %v", longest, sw, writeTimeout(longest))

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
+
 	"github.com/zkstock/zkstock/sale"
 )
 
@@ -51,17 +53,21 @@ type Config struct {
 	// MySQLMigrateDSN is the user that creates and alters the tables at start; empty: MySQLDSN's
 	// user migrates, and a start fails with the privilege it lacks named (MYSQL_MIGRATE_DSN[_FILE]).
 	MySQLMigrateDSN string
-	LockMode        LockMode // the mode a fleet that has none starts in; the fleet's mode wins (fleet.go)
-	LockTimeout     time.Duration
-	WorkDelay       time.Duration
-	AdminToken      string
-	LogLevel        slog.Level
-	RedisAddr       string        // the Redis of the redis modes
-	RedisUsername   string        // the Redis ACL user; empty: the default user (REDIS_USERNAME)
-	RedisPassword   string        // its password (REDIS_PASSWORD or REDIS_PASSWORD_FILE)
-	RedisLockTTL    time.Duration // the Redis lock's expiry, extended every third of it while held
-	EventStreams    int           // the most live-page streams (GET /v1/events) open at once; 0: 64
-	PprofAddr       string        // where Go's pprof handlers listen; empty: nowhere (see CheckPprofAddr)
+	// MySQLNodes are the database's nodes (host:port), when it is a cluster (MYSQL_NODES): each
+	// node is reached with MySQLDSN (and MySQLMigrateDSN) at its address (NodeDSNs). Empty: the
+	// one server of MySQLDSN.
+	MySQLNodes    []string
+	LockMode      LockMode // the mode a fleet that has none starts in; the fleet's mode wins (fleet.go)
+	LockTimeout   time.Duration
+	WorkDelay     time.Duration
+	AdminToken    string
+	LogLevel      slog.Level
+	RedisAddr     string        // the Redis of the redis modes
+	RedisUsername string        // the Redis ACL user; empty: the default user (REDIS_USERNAME)
+	RedisPassword string        // its password (REDIS_PASSWORD or REDIS_PASSWORD_FILE)
+	RedisLockTTL  time.Duration // the Redis lock's expiry, extended every third of it while held
+	EventStreams  int           // the most live-page streams (GET /v1/events) open at once; 0: 64
+	PprofAddr     string        // where Go's pprof handlers listen; empty: nowhere (see CheckPprofAddr)
 	// Fleet names the fleet this replica belongs to: its lock mode and members live under
 	// FleetRoot/<Fleet> in ZooKeeper. Replicas of one fleet run one mode.
 	Fleet string
@@ -112,6 +118,7 @@ func LoadConfig(args []string, getenv func(string) string, out io.Writer) (Confi
 		dsnFile     = fs.String("mysql-dsn-file", env("MYSQL_DSN_FILE", ""), "file holding MYSQL_DSN (MYSQL_DSN_FILE)")
 		migrateDSN  = secret("mysql-migrate-dsn", "MYSQL_MIGRATE_DSN", "", "database as the user that creates and alters the tables; empty: MYSQL_DSN's (MYSQL_MIGRATE_DSN)")
 		migrateFile = fs.String("mysql-migrate-dsn-file", env("MYSQL_MIGRATE_DSN_FILE", ""), "file holding MYSQL_MIGRATE_DSN (MYSQL_MIGRATE_DSN_FILE)")
+		mysqlNodes  = fs.String("mysql-nodes", env("MYSQL_NODES", ""), "a Galera cluster's nodes, comma-separated host:port, each reached with MYSQL_DSN (and MYSQL_MIGRATE_DSN) at its address, credentials given once (a setting of its own: a DSN's parameters may hold commas); empty: MYSQL_DSN's one server (MYSQL_NODES)")
 		lockMode    = fs.String("lock-mode", env("LOCK_MODE", string(ModeZK)), sale.JoinModes()+" (LOCK_MODE)")
 		lockTimeout = fs.String("lock-timeout", env("LOCK_TIMEOUT", "5s"), "longest wait for a lock before 503 (LOCK_TIMEOUT)")
 		workDelay   = fs.String("work-delay", env("WORK_DELAY", "0"), "simulated work inside the critical section (WORK_DELAY)")
@@ -144,6 +151,7 @@ func LoadConfig(args []string, getenv func(string) string, out io.Writer) (Confi
 	if fs.NArg() > 0 {
 		return Config{}, fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
+	var err error
 	cfg := Config{HTTPAddr: *httpAddr, ReplicaID: *replica, RedisAddr: *redisAddr, RedisUsername: *redisUser, PprofAddr: *pprofAddr,
 		Fleet: *fleetName}
 	// A secret's file wins over the default, so the flag's default (a DSN) counts as unset then.
@@ -165,6 +173,17 @@ func LoadConfig(args []string, getenv func(string) string, out io.Writer) (Confi
 		}
 		*s.dst = v
 	}
+	if cfg.MySQLNodes, err = parseNodes(*mysqlNodes); err != nil {
+		return Config{}, fmt.Errorf("MYSQL_NODES: %w", err)
+	}
+	for _, d := range []struct{ name, dsn string }{{"MYSQL_DSN", cfg.MySQLDSN}, {"MYSQL_MIGRATE_DSN", cfg.MySQLMigrateDSN}} {
+		if d.dsn == "" || len(cfg.MySQLNodes) == 0 {
+			continue
+		}
+		if _, err := NodeDSNs(d.dsn, cfg.MySQLNodes); err != nil {
+			return Config{}, fmt.Errorf("MYSQL_NODES with %s: %w", d.name, err)
+		}
+	}
 	if err := CheckPprofAddr(cfg.PprofAddr); err != nil {
 		return Config{}, fmt.Errorf("PPROF_ADDR: %w", err)
 	}
@@ -173,7 +192,6 @@ func LoadConfig(args []string, getenv func(string) string, out io.Writer) (Confi
 	} else {
 		cfg.EventStreams = n
 	}
-	var err error
 	if cfg.LockMode, err = ParseLockMode(*lockMode); err != nil {
 		return Config{}, fmt.Errorf("LOCK_MODE: %w", err)
 	}
@@ -229,6 +247,57 @@ func LoadConfig(args []string, getenv func(string) string, out io.Writer) (Confi
 		return Config{}, fmt.Errorf("LOG_LEVEL: %w", err)
 	}
 	return cfg, nil
+}
+
+// parseNodes reads MYSQL_NODES: host:port entries, separated by commas, none empty, none twice.
+// Empty is no list (one server).
+func parseNodes(list string) ([]string, error) {
+	if strings.TrimSpace(list) == "" {
+		return nil, nil
+	}
+	var nodes []string
+	seen := map[string]bool{}
+	for i, n := range strings.Split(list, ",") {
+		n = strings.TrimSpace(n)
+		if n == "" {
+			return nil, fmt.Errorf("entry %d of %q is empty", i+1, list)
+		}
+		host, port, err := net.SplitHostPort(n)
+		if err != nil {
+			return nil, fmt.Errorf("entry %d, %q, is not host:port: %w", i+1, n, err)
+		}
+		if host == "" || port == "" {
+			return nil, fmt.Errorf("entry %d, %q, needs a host and a port", i+1, n)
+		}
+		if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
+			return nil, fmt.Errorf("entry %d, %q: the port must be a number from 1 to 65535", i+1, n)
+		}
+		if seen[n] {
+			return nil, fmt.Errorf("entry %d, %q, is listed twice", i+1, n)
+		}
+		seen[n] = true
+		nodes = append(nodes, n)
+	}
+	return nodes, nil
+}
+
+// NodeDSNs is dsn at each of nodes' addresses, in their order: the user, the password, the
+// database and the parameters are dsn's, given once. dsn must reach its server over TCP.
+func NodeDSNs(dsn string, nodes []string) ([]string, error) {
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("parse the DSN: %w", err)
+	}
+	if cfg.Net != "tcp" {
+		return nil, fmt.Errorf("the DSN reaches its server over %q: only a tcp(...) address can be replaced by a node's", cfg.Net)
+	}
+	out := make([]string, len(nodes))
+	for i, n := range nodes {
+		c := cfg.Clone()
+		c.Addr = n
+		out[i] = c.FormatDSN()
+	}
+	return out, nil
 }
 
 // isSet reports whether a setting was given, by its flag or its variable, rather than defaulted.

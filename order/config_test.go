@@ -204,3 +204,59 @@ func TestLoadConfigSecretsFromFiles(t *testing.T) {
 		}
 	}
 }
+
+// MYSQL_NODES lists a cluster's nodes; each node's DSN is MYSQL_DSN's (and MYSQL_MIGRATE_DSN's)
+// at the node's address, the credentials and parameters given once. Bad lists are refused with
+// the variable and the entry named.
+func TestLoadConfigMySQLNodes(t *testing.T) {
+	vars := map[string]string{"REPLICA_ID": "order1", "MYSQL_DSN": "svc:pw@tcp(db:3306)/zkstock?parseTime=true&wsrep_sync_wait=1",
+		"MYSQL_MIGRATE_DSN": "mig:pw2@tcp(db:3306)/zkstock", "MYSQL_NODES": " g1:3306, g2:3307 ,[::1]:3308"}
+	cfg, err := order.LoadConfig(nil, env(vars), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(cfg.MySQLNodes, ",") != "g1:3306,g2:3307,[::1]:3308" {
+		t.Fatalf("nodes %q", cfg.MySQLNodes)
+	}
+	dsns, err := order.NodeDSNs(cfg.MySQLDSN, cfg.MySQLNodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"svc:pw@tcp(g1:3306)/zkstock?parseTime=true&wsrep_sync_wait=1", "svc:pw@tcp(g2:3307)/zkstock?parseTime=true&wsrep_sync_wait=1",
+		"svc:pw@tcp([::1]:3308)/zkstock?parseTime=true&wsrep_sync_wait=1"}
+	if strings.Join(dsns, " ") != strings.Join(want, " ") {
+		t.Fatalf("node DSNs\n%q\nwant\n%q", dsns, want)
+	}
+	if m, err := order.NodeDSNs(cfg.MySQLMigrateDSN, cfg.MySQLNodes); err != nil || m[1] != "mig:pw2@tcp(g2:3307)/zkstock" {
+		t.Fatalf("migration DSNs %q, %v", m, err)
+	}
+	if cfg, err := order.LoadConfig([]string{"-mysql-nodes", "h:1"}, env(map[string]string{"REPLICA_ID": "order1"}), io.Discard); err != nil ||
+		len(cfg.MySQLNodes) != 1 {
+		t.Fatalf("-mysql-nodes h:1: %+v, %v", cfg.MySQLNodes, err)
+	}
+	if cfg, err := order.LoadConfig(nil, env(map[string]string{"REPLICA_ID": "order1"}), io.Discard); err != nil || cfg.MySQLNodes != nil {
+		t.Fatalf("no MYSQL_NODES: %q, %v; want none (one server)", cfg.MySQLNodes, err)
+	}
+	for list, want := range map[string]string{
+		"g1:3306,,g2:3306":   "entry 2",
+		"g1:3306,":           "entry 2",
+		"g1":                 "not host:port",
+		"g1:":                "needs a host and a port",
+		":3306":              "needs a host and a port",
+		"g1:x":               "port must be a number",
+		"g1:3306,g1:3306":    "listed twice",
+		"g1:3306 , g2:99999": "port must be a number",
+	} {
+		bad := maps.Clone(vars)
+		bad["MYSQL_NODES"] = list
+		_, err := order.LoadConfig(nil, env(bad), io.Discard)
+		if err == nil || !strings.Contains(err.Error(), "MYSQL_NODES") || !strings.Contains(err.Error(), want) {
+			t.Errorf("MYSQL_NODES=%q: %v, want an error naming it and %q", list, err, want)
+		}
+	}
+	sock := maps.Clone(vars)
+	sock["MYSQL_DSN"] = "svc:pw@unix(/run/mysqld/mysqld.sock)/zkstock"
+	if _, err := order.LoadConfig(nil, env(sock), io.Discard); err == nil || !strings.Contains(err.Error(), "MYSQL_DSN") {
+		t.Errorf("MYSQL_NODES with a unix-socket MYSQL_DSN: %v, want refused", err)
+	}
+}

@@ -180,7 +180,7 @@ func (s *Server) snapshot(ctx context.Context, sku string, meter *rateMeter) sna
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	var err error
-	if snap.Audit, err = s.store.Audit(ctx, sku); err != nil {
+	if snap.Audit, err = s.db().Audit(ctx, sku); err != nil {
 		snap.Errors = append(snap.Errors, "stock: the database did not answer")
 	}
 	if snap.Queue, snap.QueueTotal, err = s.locks.Queue(ctx, lockPath(sku), queueShown); err != nil {
@@ -209,7 +209,7 @@ func (s *Server) events(c *gin.Context) {
 		return
 	}
 	ctx := c.Request.Context()
-	if _, err := s.store.Product(ctx, sku); err != nil {
+	if _, err := s.db().Product(ctx, sku); err != nil {
 		abortWith(c, readError(err))
 		return
 	}
@@ -278,7 +278,7 @@ func (s *Server) productsList(c *gin.Context) {
 		abortWith(c, badRequest("GET /v1/products takes no parameters"))
 		return
 	}
-	ps, err := s.store.Products(c.Request.Context(), 200)
+	ps, err := s.db().Products(c.Request.Context(), 200)
 	if err != nil {
 		s.log.Warn("products", "err", err)
 		abortWith(c, newError(http.StatusServiceUnavailable, "storage_unavailable", "the database did not answer"))

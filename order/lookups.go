@@ -28,7 +28,7 @@ func (s *Server) orderByID(c *gin.Context) {
 		abortWith(c, badRequest("the order id must be a whole number from 1 to 9223372036854775807"))
 		return
 	}
-	o, found, err := s.store.OrderByID(c.Request.Context(), id)
+	o, found, err := s.db().OrderByID(c.Request.Context(), id)
 	// Ids are sequential and the key is the capability to cancel: an id does not hand it out.
 	o.RequestID = nil
 	s.answerOrder(c, o, found, err)
@@ -45,13 +45,14 @@ func (s *Server) orderByKey(c *gin.Context) {
 		abortWith(c, badRequest("request_id must be at most 128 printable ASCII characters"))
 		return
 	}
-	o, found, err := s.store.OrderByRequestID(c.Request.Context(), keys[0])
+	o, found, err := s.db().OrderByRequestID(c.Request.Context(), keys[0])
 	s.answerOrder(c, o, found, err)
 }
 
 func (s *Server) answerOrder(c *gin.Context, o inventory.Order, found bool, err error) {
 	switch {
 	case err != nil:
+		s.src.Report(err)
 		s.log.Warn("order lookup", "err", err)
 		abortWith(c, newError(http.StatusServiceUnavailable, "storage_unavailable", "the database did not answer"))
 	case !found:
@@ -94,11 +95,11 @@ func (s *Server) productOrders(c *gin.Context) {
 		}
 	}
 	ctx := c.Request.Context()
-	if _, err := s.store.Product(ctx, sku); err != nil {
+	if _, err := s.db().Product(ctx, sku); err != nil {
 		abortWith(c, readError(err))
 		return
 	}
-	orders, err := s.store.OrdersPage(ctx, sku, after, limit)
+	orders, err := s.db().OrdersPage(ctx, sku, after, limit)
 	if err != nil {
 		s.log.Warn("orders page", "sku", sku, "err", err)
 		abortWith(c, newError(http.StatusServiceUnavailable, "storage_unavailable", "the database did not answer"))

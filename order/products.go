@@ -19,7 +19,7 @@ func (s *Server) product(c *gin.Context) {
 		abortWith(c, e)
 		return
 	}
-	p, err := s.store.Product(c.Request.Context(), sku)
+	p, err := s.db().Product(c.Request.Context(), sku)
 	if err != nil {
 		abortWith(c, readError(err))
 		return
@@ -34,7 +34,7 @@ func (s *Server) audit(c *gin.Context) {
 		abortWith(c, e)
 		return
 	}
-	a, err := s.store.Audit(c.Request.Context(), sku)
+	a, err := s.db().Audit(c.Request.Context(), sku)
 	if err != nil {
 		abortWith(c, readError(err))
 		return

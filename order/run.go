@@ -89,15 +89,16 @@ func writeTimeout(longestChange time.Duration) time.Duration {
 	return longestChange + writeMargin
 }
 
-// migrate creates or updates the tables as MySQLMigrateDSN's user, on a connection of its own
-// closed at once, so that the serving pool never holds DDL rights; without it, as the service's
-// own user (store), which works on tables already current and otherwise fails with the privilege
-// it lacks named (inventory.ErrMissingPrivilege).
-func migrate(ctx context.Context, cfg Config, store *inventory.Store) error {
-	if cfg.MySQLMigrateDSN == "" {
+// migrate creates or updates the tables as MySQLMigrateDSN's user (migrateDSN: at the node the
+// database opened on, on a cluster), on a connection of its own closed at once, so that the
+// serving pool never holds DDL rights; without it, as the service's own user (store), which works
+// on tables already current and otherwise fails with the privilege it lacks named
+// (inventory.ErrMissingPrivilege).
+func migrate(ctx context.Context, migrateDSN string, store *inventory.Store) error {
+	if migrateDSN == "" {
 		return store.Migrate(ctx)
 	}
-	m, err := inventory.Open(ctx, cfg.MySQLMigrateDSN, inventory.PoolOptions{MaxOpen: 1})
+	m, err := inventory.Open(ctx, migrateDSN, inventory.PoolOptions{MaxOpen: 1})
 	if err != nil {
 		return fmt.Errorf("MYSQL_MIGRATE_DSN: %w", err)
 	}
@@ -108,32 +109,83 @@ func migrate(ctx context.Context, cfg Config, store *inventory.Store) error {
 	return nil
 }
 
+// database is the stock database as Run opened it: one server, or a cluster.
+type database struct {
+	src   inventory.Source
+	close func() error
+	// migrateDSN is MYSQL_MIGRATE_DSN at the node the database opened on; empty when not set.
+	migrateDSN string
+}
+
+// openDatabase opens MYSQL_DSN's server, or, when MYSQL_NODES lists more than one node, the
+// cluster of them (inventory.OpenCluster), with the first node that is ready as the writer, and
+// every move of the writer logged. One node listed is that one server.
+func openDatabase(ctx context.Context, cfg Config, log *slog.Logger) (database, error) {
+	if len(cfg.MySQLNodes) == 0 {
+		s, err := inventory.Open(ctx, cfg.MySQLDSN, inventory.PoolOptions{})
+		if err != nil {
+			return database{}, err
+		}
+		return database{src: s, close: s.Close, migrateDSN: cfg.MySQLMigrateDSN}, nil
+	}
+	dsns, err := NodeDSNs(cfg.MySQLDSN, cfg.MySQLNodes)
+	if err != nil {
+		return database{}, fmt.Errorf("%w: MYSQL_NODES with MYSQL_DSN: %w", inventory.ErrMisconfigured, err)
+	}
+	migrateDSNs := make([]string, len(dsns))
+	if cfg.MySQLMigrateDSN != "" {
+		if migrateDSNs, err = NodeDSNs(cfg.MySQLMigrateDSN, cfg.MySQLNodes); err != nil {
+			return database{}, fmt.Errorf("%w: MYSQL_NODES with MYSQL_MIGRATE_DSN: %w", inventory.ErrMisconfigured, err)
+		}
+	}
+	if len(dsns) == 1 {
+		s, err := inventory.Open(ctx, dsns[0], inventory.PoolOptions{})
+		if err != nil {
+			return database{}, err
+		}
+		return database{src: s, close: s.Close, migrateDSN: migrateDSNs[0]}, nil
+	}
+	c, err := inventory.OpenCluster(ctx, dsns, inventory.PoolOptions{}, inventory.ClusterOptions{
+		OnMove: func(from, to int) {
+			log.Warn("database: the writer moved to another node", "from", cfg.MySQLNodes[from], "to", cfg.MySQLNodes[to])
+		},
+	})
+	if err != nil {
+		return database{}, err
+	}
+	log.Info("database: a cluster", "nodes", cfg.MySQLNodes, "writer", cfg.MySQLNodes[c.Writer()])
+	return database{src: c, close: c.Close, migrateDSN: migrateDSNs[c.Writer()]}, nil
+}
+
 // Run connects to ZooKeeper and the database, creates the tables, joins the fleet and serves until
 // ctx ends. Then it stops accepting, lets every change in flight finish (for as long as the
 // longest change may take: closing the lock client under a running change would drop its lock
 // node at once and let another replica in before the change ends), leaves the fleet, and closes
-// the lock client (its nodes go at once) and the database.
+// the lock client (its nodes go at once) and the database (a cluster's every node).
 func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err := checkZKAuth(cfg.ZKAuth, cfg.ZKOpenACL); err != nil {
 		return fmt.Errorf("orderd: %w", err)
 	}
-	var store *inventory.Store
+	var db database
 	err := retryStart(ctx, log, "open the database", startAttempt, func(ctx context.Context) error {
 		var err error
-		store, err = inventory.Open(ctx, cfg.MySQLDSN, inventory.PoolOptions{})
+		db, err = openDatabase(ctx, cfg, log)
 		return err
 	})
 	if err != nil {
 		return startFailed(ctx, log, err)
 	}
 	defer func() {
-		if err := store.Close(); err != nil {
+		if err := db.close(); err != nil {
 			log.Warn("close database", "err", err)
 		}
 	}()
 	// Tried again too (the database may go between the two), but each attempt with the whole
-	// window: a migration may copy a table, or wait for another replica's.
-	if err := retryStart(ctx, log, "migrate the database", startWindow, func(ctx context.Context) error { return migrate(ctx, cfg, store) }); err != nil {
+	// window: a migration may copy a table, or wait for another replica's. On a cluster, once,
+	// on the writer: Galera replicates the DDL.
+	if err := retryStart(ctx, log, "migrate the database", startWindow, func(ctx context.Context) error {
+		return migrate(ctx, db.migrateDSN, db.src.Store())
+	}); err != nil {
 		return startFailed(ctx, log, err)
 	}
 	var locks *dlock.Client
@@ -155,7 +207,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	defer func() { _ = locks.Close() }()
 
-	srv, err := New(cfg, store, locks, log)
+	srv, err := New(cfg, db.src, locks, log)
 	if err != nil {
 		return err
 	}

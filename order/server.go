@@ -45,10 +45,12 @@ const (
 // Server is one order-service replica: the HTTP shell around a sale engine. Each field is one
 // component with one job.
 type Server struct {
-	cfg   Config
-	log   *slog.Logger
-	store *inventory.Store // the products and orders the API reads and the admin resets
-	locks *dlock.Client    // the replica's ZooKeeper session: readiness, the lock queues shown
+	cfg Config
+	log *slog.Logger
+	// src hands out the store of the products and orders the API reads and the admin resets
+	// (db): one server's, or a cluster's writer.
+	src   inventory.Source
+	locks *dlock.Client // the replica's ZooKeeper session: readiness, the lock queues shown
 	// fleet is this replica's place in its fleet, which admits every change (fleet.go).
 	fleet   *fleet.Member
 	sales   *sale.Engine // sells purchases, carts and cancellations
@@ -72,8 +74,13 @@ func (s *Server) Close() {
 // ZKStats adds up the ZooKeeper work of the replica's lock sessions (dlock's, and zk-herd's if opened).
 func (s *Server) ZKStats() dlock.Stats { return s.sales.ZKStats() }
 
-// New builds a replica on an open store and a connected lock client.
-func New(cfg Config, store *inventory.Store, locks *dlock.Client, log *slog.Logger) (*Server, error) {
+// db is the store for one request: taken anew for each, so that on a cluster it goes to the node
+// that is the writer then.
+func (s *Server) db() *inventory.Store { return s.src.Store() }
+
+// New builds a replica on an open store (an *inventory.Store, or an *inventory.Cluster) and a
+// connected lock client.
+func New(cfg Config, src inventory.Source, locks *dlock.Client, log *slog.Logger) (*Server, error) {
 	if _, err := ParseLockMode(string(cfg.LockMode)); err != nil {
 		return nil, fmt.Errorf("order: %w", err)
 	}
@@ -93,7 +100,7 @@ func New(cfg Config, store *inventory.Store, locks *dlock.Client, log *slog.Logg
 	if !skuPattern.MatchString(cfg.Fleet) || !skuPattern.MatchString(cfg.ReplicaID) {
 		return nil, fmt.Errorf("order: the fleet %q and the replica id %q must match %s", cfg.Fleet, cfg.ReplicaID, skuPattern)
 	}
-	s := &Server{cfg: cfg, store: store, locks: locks, log: log.With("replica", cfg.ReplicaID), feeds: newFeeds()}
+	s := &Server{cfg: cfg, src: src, locks: locks, log: log.With("replica", cfg.ReplicaID), feeds: newFeeds()}
 	m, err := newMetrics(func() dlock.Stats { return s.sales.ZKStats() })
 	if err != nil {
 		return nil, err
@@ -105,7 +112,7 @@ func New(cfg Config, store *inventory.Store, locks *dlock.Client, log *slog.Logg
 		Redis:   sale.RedisConfig{Addr: cfg.RedisAddr, Username: cfg.RedisUsername, Password: cfg.RedisPassword, LockTTL: cfg.RedisLockTTL},
 		Metrics: m.sale,
 		Lies:    sale.Lies{SoldOutCache: planted.soldOutCache, UnconfirmedNotSold: planted.unconfirmedNotSold},
-	}, store, locks, s.log)
+	}, src, locks, s.log)
 	if s.fleet, err = s.joinFleet(); err != nil {
 		return nil, fmt.Errorf("order: %w", err)
 	}
@@ -188,7 +195,8 @@ func (s *Server) ready(c *gin.Context) {
 	ctx, cancel := context.WithTimeout(c.Request.Context(), 2*time.Second)
 	defer cancel()
 	zkUp := s.locks.Connected()
-	dbErr := s.store.Ping(ctx)
+	dbErr := s.db().Ping(ctx)
+	s.src.Report(dbErr) // a cluster checks its writer at once
 	fleetErr := s.fleet.Status()
 	if errors.Is(fleetErr, fleet.ErrSwitching) {
 		fleetErr = nil // a member still, and serving again within the switch's bound

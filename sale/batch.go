@@ -171,12 +171,12 @@ func (bt *batch) sell(ctx context.Context, m inventory.Mode, fence inventory.Fen
 		items[i].Purchase = r.p
 		items[i].Purchase.Issuer, items[i].Purchase.Token = fence.Issuer, fence.Token
 	}
-	err := e.store.DeductBatch(ctx, bt.b.sku, fence, items, hooks.BeforeCommit)
+	err := e.store().DeductBatch(ctx, bt.b.sku, fence, items, hooks.BeforeCommit)
 	if errors.Is(err, inventory.ErrBatchConflict) {
 		// A key of the batch was used for another SKU meanwhile: sell one by one, still under
 		// this lease, so that only the conflicting purchase is refused.
 		for i, it := range items {
-			answers[i].res, answers[i].err = e.store.Deduct(ctx, it.Purchase, m, inventory.Hooks{BeforeCommit: hooks.BeforeCommit})
+			answers[i].res, answers[i].err = e.store().Deduct(ctx, it.Purchase, m, inventory.Hooks{BeforeCommit: hooks.BeforeCommit})
 		}
 		return answers
 	}

@@ -27,7 +27,7 @@ const maxBatch = 64
 // batchBound bounds one batch's transaction, as a change's: its statements and work within the
 // transaction budget (txBudget), its COMMIT within the store's read timeout. The batch serves
 // many clients, so no single client's context may cancel it.
-func (e *Engine) batchBound() time.Duration { return e.txBudget() + e.store.ReadTimeout() }
+func (e *Engine) batchBound() time.Duration { return e.txBudget() + e.store().ReadTimeout() }
 
 // batcher coalesces one SKU's concurrent purchases on this replica (mode zk-batch): the purchases
 // queue here in arrival order, one goroutine takes the ZooKeeper lock once for the queue head and

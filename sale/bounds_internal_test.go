@@ -20,7 +20,7 @@ func TestDefaultBoundsAreSmall(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
-	e := &Engine{cfg: Config{LockTimeout: 5 * time.Second}, store: st}
+	e := &Engine{cfg: Config{LockTimeout: 5 * time.Second}, src: st}
 
 	longest := e.LongestChange()
 	t.Logf("defaults: longest change %v", longest)

@@ -24,7 +24,7 @@ func (e *Engine) Cancel(ctx context.Context, t Ticket, id int64, allowed func(in
 func (e *Engine) cancel(ctx context.Context, t Ticket, id int64, allowed func(inventory.Order) bool, log Log) (inventory.CancelResult, error) {
 	// Before the lock: the order's SKU names the lock, its key (which never changes) says who
 	// may cancel it, and a cancelled order needs no lock.
-	o, found, err := e.store.OrderByID(ctx, id)
+	o, found, err := e.store().OrderByID(ctx, id)
 	switch {
 	case err != nil:
 		return inventory.CancelResult{}, err
@@ -33,7 +33,7 @@ func (e *Engine) cancel(ctx context.Context, t Ticket, id int64, allowed func(in
 	case !allowed(o):
 		return inventory.CancelResult{}, errNotYourOrder
 	case o.CancelledAt != nil:
-		prod, err := e.store.Product(ctx, o.SKU)
+		prod, err := e.store().Product(ctx, o.SKU)
 		if err != nil {
 			return inventory.CancelResult{}, err
 		}
@@ -44,7 +44,7 @@ func (e *Engine) cancel(ctx context.Context, t Ticket, id int64, allowed func(in
 		skus: []string{o.SKU},
 		apply: func(ctx context.Context, m inventory.Mode, f fencing, hooks inventory.Hooks) error {
 			var err error
-			res, err = e.store.Cancel(ctx, inventory.Cancellation{OrderID: id, SKU: o.SKU, Issuer: f.issuer, Token: f.tokens[o.SKU]}, m, hooks)
+			res, err = e.store().Cancel(ctx, inventory.Cancellation{OrderID: id, SKU: o.SKU, Issuer: f.issuer, Token: f.tokens[o.SKU]}, m, hooks)
 			return err
 		},
 		resolve: func(ctx context.Context, cause error) error {

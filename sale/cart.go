@@ -26,7 +26,7 @@ func (e *Engine) sellCart(ctx context.Context, t Ticket, cart inventory.Cart, lo
 		skus[i] = it.SKU
 	}
 	if !cart.NewKey {
-		res, found, err := e.store.CartByKey(ctx, cart)
+		res, found, err := e.store().CartByKey(ctx, cart)
 		switch {
 		case errors.Is(err, inventory.ErrKeyReused):
 			return inventory.CartResult{}, err // refused before any lock is taken
@@ -42,7 +42,7 @@ func (e *Engine) sellCart(ctx context.Context, t Ticket, cart inventory.Cart, lo
 		apply: func(ctx context.Context, m inventory.Mode, f fencing, hooks inventory.Hooks) error {
 			cart.Issuer, cart.Tokens = f.issuer, f.tokens
 			var err error
-			res, err = e.store.DeductCart(ctx, cart, m, hooks)
+			res, err = e.store().DeductCart(ctx, cart, m, hooks)
 			return err
 		},
 		resolve: func(ctx context.Context, cause error) error {

@@ -87,8 +87,9 @@ type Lies struct {
 
 // Engine sells; it is safe for concurrent use. Close ends what it opened.
 type Engine struct {
-	cfg     Config
-	store   *inventory.Store
+	cfg Config
+	// src hands out the store each operation runs on (store): one server's, or a cluster's writer.
+	src     inventory.Source
 	locks   *dlock.Client
 	log     *slog.Logger
 	herd    herdSession // mode zk-herd's session, opened on first use
@@ -107,15 +108,20 @@ type Engine struct {
 	closeOnce            sync.Once
 }
 
-// New builds an engine on an open store and a connected lock client.
-func New(cfg Config, store *inventory.Store, locks *dlock.Client, log *slog.Logger) *Engine {
+// New builds an engine on an open store (an *inventory.Store, or an *inventory.Cluster) and a
+// connected lock client.
+func New(cfg Config, src inventory.Source, locks *dlock.Client, log *slog.Logger) *Engine {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	e := &Engine{cfg: cfg, store: store, locks: locks, log: log, stop: make(chan struct{})}
+	e := &Engine{cfg: cfg, src: src, locks: locks, log: log, stop: make(chan struct{})}
 	e.batches.m = map[string]*batcher{}
-	e.soldOut = newSoldOut(store.Stocks, e.stop, cfg.Lies.SoldOutCache)
-	e.soldOut.keys = store.KeysWithOrders
+	e.soldOut = newSoldOut(func(ctx context.Context, skus []string) (map[string]int64, error) {
+		return e.store().Stocks(ctx, skus)
+	}, e.stop, cfg.Lies.SoldOutCache)
+	e.soldOut.keys = func(ctx context.Context, keys []string) (map[string]bool, error) {
+		return e.store().KeysWithOrders(ctx, keys)
+	}
 	budget := cfg.QueueBudget
 	if budget == 0 {
 		budget = cfg.LockTimeout / 2
@@ -133,6 +139,10 @@ func New(cfg Config, store *inventory.Store, locks *dlock.Client, log *slog.Logg
 	}
 	return e
 }
+
+// store is the store for one operation or one transaction: taken anew for each, so that on a
+// cluster the next goes to the node that is the writer then.
+func (e *Engine) store() *inventory.Store { return e.src.Store() }
 
 // Close waits for the batches that are selling (mode zk-batch), at most LongestChange, and ends
 // what the engine opened itself: mode zk-herd's session, whose nodes go with it, and the redis

@@ -26,7 +26,7 @@ func (e *Engine) productExists(ctx context.Context, sku string) error {
 	if _, ok := e.known.m.Load(sku); ok {
 		return nil
 	}
-	if _, err := e.store.Product(ctx, sku); err != nil {
+	if _, err := e.store().Product(ctx, sku); err != nil {
 		return err
 	}
 	e.rememberSKU(sku)

@@ -54,7 +54,7 @@ func (e *Engine) tableLockTTL(skus int) time.Duration {
 	if skus > 1 {
 		others = e.cfg.LockTimeout
 	}
-	return others + e.cfg.WorkDelay + changeRoundTrips(skus)*e.store.ReadTimeout() + e.settleBound() + releaseTimeout
+	return others + e.cfg.WorkDelay + changeRoundTrips(skus)*e.store().ReadTimeout() + e.settleBound() + releaseTimeout
 }
 
 // changeRoundTrips is the most round trips a change of skus makes in its transaction: BEGIN, the
@@ -66,7 +66,7 @@ func changeRoundTrips(skus int) time.Duration { return time.Duration(7 + 2*skus)
 // tableLocks is the database lock of the classic comparison, polled every 2 ms.
 func (e *Engine) tableLocks(ctx context.Context, skus []string) (holding, error) {
 	return lockInOrder(ctx, skus, func(ctx context.Context, sku string) (heldLock, error) {
-		h, err := e.store.AcquireTableLock(ctx, "sku:"+sku, e.tableLockTTL(len(skus)), 2*time.Millisecond)
+		h, err := e.store().AcquireTableLock(ctx, "sku:"+sku, e.tableLockTTL(len(skus)), 2*time.Millisecond)
 		if err != nil {
 			return nil, err
 		}
@@ -104,7 +104,7 @@ func (e *Engine) raiseRedisTokens(ctx context.Context, skus []string, log Log) b
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
 	for _, sku := range skus {
-		prod, err := e.store.Product(ctx, sku)
+		prod, err := e.store().Product(ctx, sku)
 		if err != nil {
 			log.Warn("read the fence to raise the Redis token counter", "sku", sku, "err", err)
 			return false

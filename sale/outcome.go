@@ -40,25 +40,44 @@ func budget(ctx context.Context) (context.Context, context.CancelFunc) {
 // resolveKey asks, until resolveBudget is spent, whether the key's head order exists. It ends the
 // unanswered transaction first: a COMMIT stuck executing on the server (behind BACKUP STAGE
 // BLOCK_COMMIT, say) would otherwise block the locking read past the budget, and apply whenever
-// it is let through, however long after it was sent.
-func (e *Engine) resolveKey(ctx context.Context, key string, cause error) (context.Context, context.CancelFunc, error) {
+// it is let through, however long after it was sent. It asks the store the transaction ran on
+// (settledAt), and answers the store it asked for the look-ups that follow.
+func (e *Engine) resolveKey(ctx context.Context, key string, cause error) (context.Context, context.CancelFunc, *inventory.Store, error) {
 	ctx, cancel := budget(ctx)
+	at, err := e.settledAt(cause)
+	if err != nil {
+		return ctx, cancel, nil, err
+	}
 	// On failure the look-ups below still decide, once the transaction has ended.
-	ended := endTransaction(ctx, e.store, cause)
+	ended := endTransaction(ctx, at, cause)
 	for {
-		_, found, err := e.store.ResolveRequest(ctx, key)
+		_, found, err := at.ResolveRequest(ctx, key)
 		switch {
 		case err == nil && !found:
-			return ctx, cancel, fmt.Errorf("%w: %w", errNotCommitted, cause)
+			return ctx, cancel, at, fmt.Errorf("%w: %w", errNotCommitted, cause)
 		case err == nil:
-			return ctx, cancel, nil
+			return ctx, cancel, at, nil
 		}
 		select {
 		case <-ctx.Done():
-			return ctx, cancel, fmt.Errorf("%w: %w (and the look-up: %w)", errOutcomeUnknown, cause, errors.Join(ended, err))
+			return ctx, cancel, at, fmt.Errorf("%w: %w (and the look-up: %w)", errOutcomeUnknown, cause, errors.Join(ended, err))
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// settledAt is the store that settles the transaction whose COMMIT went unanswered in cause: the
+// one it ran on (ServerConn.Addr). On a cluster that is the node, not the writer now: only that
+// node can end the transaction, and only its locking reads wait for it, where another node's
+// look-up could miss a COMMIT still on its way and answer it not made. When the source has that
+// node no longer open, the outcome is unknown.
+func (e *Engine) settledAt(cause error) (*inventory.Store, error) {
+	addr := inventory.UnansweredConn(cause).Addr
+	at, ok := e.src.StoreAt(addr)
+	if !ok {
+		return nil, fmt.Errorf("%w: %w (the node it ran on, %s, is not open)", errOutcomeUnknown, cause, addr)
+	}
+	return at, nil
 }
 
 // endTransaction ends the transaction whose COMMIT went unanswered in cause, when cause names its
@@ -76,12 +95,12 @@ func endTransaction(ctx context.Context, store *inventory.Store, cause error) er
 
 // resolvePurchase learns what became of a purchase whose COMMIT went unanswered.
 func (e *Engine) resolvePurchase(ctx context.Context, p inventory.Purchase, cause error, log Log) (inventory.Result, error) {
-	ctx, cancel, err := e.resolveKey(ctx, p.RequestID, cause)
+	ctx, cancel, at, err := e.resolveKey(ctx, p.RequestID, cause)
 	defer cancel()
 	if err != nil {
 		return inventory.Result{}, err
 	}
-	res, found, err := e.store.PurchaseByKey(ctx, p)
+	res, found, err := at.PurchaseByKey(ctx, p)
 	if err != nil || !found {
 		return inventory.Result{}, fmt.Errorf("%w: %w", errOutcomeUnknown, errors.Join(cause, err))
 	}
@@ -109,12 +128,12 @@ func (e *Engine) resolvePurchase(ctx context.Context, p inventory.Purchase, caus
 // resolveCart learns what became of a cart whose COMMIT went unanswered: its key's head order
 // stands for the whole cart, which is all or nothing.
 func (e *Engine) resolveCart(ctx context.Context, cart inventory.Cart, cause error, log Log) (inventory.CartResult, error) {
-	ctx, cancel, err := e.resolveKey(ctx, cart.RequestID, cause)
+	ctx, cancel, at, err := e.resolveKey(ctx, cart.RequestID, cause)
 	defer cancel()
 	if err != nil {
 		return inventory.CartResult{}, err
 	}
-	res, found, err := e.store.CartByKey(ctx, cart)
+	res, found, err := at.CartByKey(ctx, cart)
 	if err != nil || !found {
 		return inventory.CartResult{}, fmt.Errorf("%w: %w", errOutcomeUnknown, errors.Join(cause, err))
 	}
@@ -154,9 +173,13 @@ func madeAll(cause error, orders []inventory.Order) (made, known bool) {
 func (e *Engine) resolveCancel(ctx context.Context, id int64, cause error, log Log) (inventory.CancelResult, error) {
 	ctx, cancel := budget(ctx)
 	defer cancel()
-	ended := endTransaction(ctx, e.store, cause) // as resolveKey
+	at, err := e.settledAt(cause)
+	if err != nil {
+		return inventory.CancelResult{}, err
+	}
+	ended := endTransaction(ctx, at, cause) // as resolveKey
 	for {
-		o, err := e.store.ResolveCancel(ctx, id)
+		o, err := at.ResolveCancel(ctx, id)
 		switch {
 		case err == nil && o.CancelledAt == nil:
 			return inventory.CancelResult{}, fmt.Errorf("%w: %w", errNotCommitted, cause)
@@ -170,7 +193,7 @@ func (e *Engine) resolveCancel(ctx context.Context, id int64, cause error, log L
 			// or -1 when that cannot be read; the cancellation stands either way.
 			log.Info("order found cancelled after an unanswered commit, not known to be by this attempt")
 			remaining := int64(-1)
-			if prod, err := e.store.Product(ctx, o.SKU); err == nil {
+			if prod, err := at.Product(ctx, o.SKU); err == nil {
 				remaining = prod.Stock
 			}
 			return inventory.CancelResult{Order: o, Remaining: remaining, Replayed: true}, nil

@@ -54,7 +54,7 @@ func (e *Engine) replayBeforeLock(ctx context.Context, p inventory.Purchase, log
 	if p.NewKey {
 		return inventory.Result{}, false, nil
 	}
-	res, found, err := e.store.PurchaseByKey(ctx, p)
+	res, found, err := e.store().PurchaseByKey(ctx, p)
 	switch {
 	case errors.Is(err, inventory.ErrKeyReused):
 		return inventory.Result{}, true, err
@@ -125,7 +125,7 @@ func (e *Engine) keyAfterShortRead(ctx context.Context, p inventory.Purchase) (i
 	if p.NewKey {
 		return inventory.Result{}, false, nil
 	}
-	res, found, err := e.store.PurchaseByKey(ctx, p)
+	res, found, err := e.store().PurchaseByKey(ctx, p)
 	if err != nil {
 		return inventory.Result{}, false, fmt.Errorf("sale: look the key up after a short read: %w", err)
 	}
@@ -169,7 +169,7 @@ func (e *Engine) sellAdmitted(ctx context.Context, t Ticket, p inventory.Purchas
 		apply: func(ctx context.Context, m inventory.Mode, f fencing, hooks inventory.Hooks) error {
 			p.Issuer, p.Token = f.issuer, f.tokens[p.SKU]
 			var err error
-			res, err = e.store.Deduct(ctx, p, m, hooks)
+			res, err = e.store().Deduct(ctx, p, m, hooks)
 			return err
 		},
 		resolve: func(ctx context.Context, cause error) error {

@@ -17,8 +17,10 @@ import (
 // most the store's commit bound (waitWhileAlive), then asked again; and when the server cannot be
 // asked either, until the commit bound has passed since the COMMIT, after which a COMMIT not yet
 // on the server can no longer apply. The answer is outcome_unknown only then. It takes at most
-// settleBound. An err that is not an unanswered COMMIT is returned as it is.
+// settleBound. An err that is not an unanswered COMMIT is returned as it is. Every change's
+// error passes here, and is reported to the store's source (a cluster checks its writer at once).
 func (e *Engine) settle(ctx context.Context, ch change, err error, log Log) error {
+	e.src.Report(err)
 	if !errors.Is(err, inventory.ErrOutcomeUnknown) {
 		return err
 	}
@@ -29,7 +31,7 @@ func (e *Engine) settle(ctx context.Context, ch change, err error, log Log) erro
 		rerr = ch.resolve(ctx, err)
 	}
 	if errors.Is(rerr, errOutcomeUnknown) {
-		wait := time.Until(unanswered.Add(e.store.CommitBound()))
+		wait := time.Until(unanswered.Add(e.store().CommitBound()))
 		log.Warn("outcome unknown: keeping the lock until the commit can no longer apply", "wait", wait.String())
 		if wait > 0 {
 			time.Sleep(wait)
@@ -54,10 +56,10 @@ const alivePoll = 200 * time.Millisecond
 // aliveBound bounds waitWhileAlive: the store's commit bound, then one more look at the
 // connection, and the pause before it.
 func (e *Engine) aliveBound() time.Duration {
-	return e.store.CommitBound() + alivePoll + releaseTimeout
+	return e.store().CommitBound() + alivePoll + releaseTimeout
 }
 
-// waitWhileAlive waits while the server shows the connection conn, on which a COMMIT went
+// waitWhileAlive waits while the server conn was on (settledAt) shows the connection conn, on which a COMMIT went
 // unanswered, and says whether it saw it gone: then the transaction has ended, and its key's
 // orders are final. It gives up (false) when the server cannot be asked, or when the connection
 // is still there after the store's commit bound: a COMMIT the resolver's KILL could not stop
@@ -66,9 +68,13 @@ func (e *Engine) waitWhileAlive(ctx context.Context, conn inventory.ServerConn, 
 	if conn.ID == 0 {
 		return false
 	}
-	for deadline := time.Now().Add(e.store.CommitBound()); ; {
+	at, ok := e.src.StoreAt(conn.Addr)
+	if !ok {
+		return false
+	}
+	for deadline := time.Now().Add(at.CommitBound()); ; {
 		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
-		alive, err := e.store.ConnectionAlive(actx, conn)
+		alive, err := at.ConnectionAlive(actx, conn)
 		cancel()
 		switch {
 		case err != nil:

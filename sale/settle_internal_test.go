@@ -47,7 +47,7 @@ func TestWaitWhileAliveIsBounded(t *testing.T) {
 	if err := live.QueryRowContext(ctx, "SELECT run FROM server_runs WHERE id = 1").Scan(&conn.Run); err != nil {
 		t.Fatal(err)
 	}
-	e := &Engine{store: st}
+	e := &Engine{src: st}
 	done := make(chan bool, 1)
 	start := time.Now()
 	go func() { done <- e.waitWhileAlive(ctx, conn, NewLog(slog.Default())) }()

@@ -97,7 +97,7 @@ func (e *Engine) txBudget() time.Duration { return e.cfg.WorkDelay + txStatement
 // answered within batchBound, settleBound and releaseTimeout after that (its answer is sent once
 // the batch's lock is released).
 func (e *Engine) LongestChange() time.Duration {
-	return e.cfg.LockTimeout + e.txBudget() + e.store.ReadTimeout() + e.settleBound() + releaseTimeout
+	return e.cfg.LockTimeout + e.txBudget() + e.store().ReadTimeout() + e.settleBound() + releaseTimeout
 }
 
 // txContext splits a change's context for its transaction. The statements end at the change's

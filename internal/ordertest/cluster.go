@@ -36,9 +36,11 @@ type Replica struct {
 	Srv   *order.Server
 	URL   string
 	Locks *dlock.Client
-	Store *inventory.Store
-	DSN   string // the database as the replica was given it
-	Fleet string
+	Store *inventory.Store // nil on a Galera cluster (Options.Nodes): see Cluster
+	// Cluster is the replica's own view of the Galera cluster (Options.Nodes); nil on one server.
+	Cluster *inventory.Cluster
+	DSN     string // the database as the replica was given it (on a cluster, node 1's)
+	Fleet   string
 }
 
 // Options shape the replicas; zero values mean the test servers and sensible defaults.
@@ -49,8 +51,14 @@ type Options struct {
 	ZKServers   []string      // default the test ZooKeeper
 	AdminToken  *string       // default AdminToken
 	DSN         string        // default a fresh database
-	RedisAddr   string        // default $REDIS_ADDR
-	NoRedis     bool          // the replicas have no REDIS_ADDR (they cannot run the redis modes)
+	// Nodes, when set, are a database on each node of a Galera cluster, as its owner, in node
+	// order (testenv.GaleraDatabase): each replica opens the cluster (inventory.OpenCluster), as
+	// orderd does with MYSQL_NODES, as the service's user. DSN is then ignored.
+	Nodes []string
+	// ProbeInterval is each replica's cluster's check of its writer (Nodes; default the cluster's).
+	ProbeInterval time.Duration
+	RedisAddr     string // default $REDIS_ADDR
+	NoRedis       bool   // the replicas have no REDIS_ADDR (they cannot run the redis modes)
 	// Wrap, if set, wraps each replica's handler (to make a replica misbehave on purpose).
 	Wrap func(http.Handler) http.Handler
 	// EventStreams caps the live page's streams per replica (default 64).
@@ -90,6 +98,9 @@ func Start(t testing.TB, n int, o Options) []*Replica {
 	if o.ZKServers == nil {
 		o.ZKServers = testenv.ZKServers(t)
 	}
+	if len(o.Nodes) > 0 {
+		o.DSN = o.Nodes[0]
+	}
 	if o.DSN == "" {
 		o.DSN = testenv.MySQLDatabase(t)
 	}
@@ -107,7 +118,25 @@ func Start(t testing.TB, n int, o Options) []*Replica {
 	}
 	ctx := context.Background()
 	user, password := testenv.ZKAuth()
-	serviceDSN := testenv.ServiceDSN(t, o.DSN)
+	var serviceDSN string
+	var nodeDSNs []string // the service's user at each node, as orderd derives them from MYSQL_NODES
+	if len(o.Nodes) > 0 {
+		serviceDSN = testenv.AsUser(t, o.DSN, testenv.GaleraServiceDSNs(t)[0])
+		var addrs []string
+		for _, n := range o.Nodes {
+			c, err := mysql.ParseDSN(n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			addrs = append(addrs, c.Addr)
+		}
+		var err error
+		if nodeDSNs, err = order.NodeDSNs(serviceDSN, addrs); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		serviceDSN = testenv.ServiceDSN(t, o.DSN)
+	}
 	redisUser, redisPassword := testenv.RedisUser()
 	var out []*Replica
 	for i := 1; i <= n; i++ {
@@ -123,11 +152,25 @@ func Start(t testing.TB, n int, o Options) []*Replica {
 		if err != nil {
 			t.Fatal(err)
 		}
-		store, err := inventory.Open(ctx, serviceDSN, inventory.PoolOptions{})
-		if err != nil {
-			t.Fatal(err)
+		var src inventory.Source
+		var store *inventory.Store
+		var cluster *inventory.Cluster
+		if nodeDSNs != nil {
+			cluster, err = inventory.OpenCluster(ctx, nodeDSNs, inventory.PoolOptions{}, inventory.ClusterOptions{ProbeInterval: o.ProbeInterval,
+				OnMove: func(from, to int) { t.Logf("%s: the writer moved from node %d to node %d", name, from+1, to+1) }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = cluster.Close() })
+			src = cluster
+		} else {
+			store, err = inventory.Open(ctx, serviceDSN, inventory.PoolOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = store.Close() })
+			src = store
 		}
-		t.Cleanup(func() { _ = store.Close() })
 		cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 		locks, err := dlock.Connect(cctx, o.ZKServers, dlock.WithDigest(user, password), dlock.WithOwner(name), dlock.WithSessionTimeout(10*time.Second))
 		cancel()
@@ -148,7 +191,7 @@ func Start(t testing.TB, n int, o Options) []*Replica {
 		cfg := order.Config{ReplicaID: name, LockMode: o.Mode, LockTimeout: o.LockTimeout, WorkDelay: o.WorkDelay, AdminToken: token,
 			ZKServers: o.ZKServers, ZKSessionTimeout: 10 * time.Second, ZKAuth: ZKAuth(), Fleet: o.Fleet, RedisAddr: redisAddr, RedisUsername: redisUser, RedisPassword: redisPassword, RedisLockTTL: cmp.Or(o.RedisLockTTL, 3*time.Second), EventStreams: o.EventStreams,
 			QueueBudget: o.QueueBudget}
-		srv, err := order.New(cfg, store, locks, logger())
+		srv, err := order.New(cfg, src, locks, logger())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -168,7 +211,7 @@ func Start(t testing.TB, n int, o Options) []*Replica {
 		hs := httptest.NewServer(h)
 		t.Cleanup(hs.Close)
 		t.Cleanup(srv.EndStreams) // before hs.Close, which waits for every request, streams too
-		out = append(out, &Replica{Name: name, Srv: srv, URL: hs.URL, Locks: locks, Store: store, DSN: o.DSN, Fleet: o.Fleet})
+		out = append(out, &Replica{Name: name, Srv: srv, URL: hs.URL, Locks: locks, Store: store, Cluster: cluster, DSN: o.DSN, Fleet: o.Fleet})
 	}
 	return out
 }
