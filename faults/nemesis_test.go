@@ -1058,56 +1058,76 @@ func (f *fleetUnderFire) galeraLinks(n int) []*tcpproxy.Proxy {
 	return ps
 }
 
-// galeraCarries says whether any replica's links to node n (every node, when n is 0) carry
-// traffic: a replica's cluster sends its statements and its checks to its writer alone, so the
-// node is some replica's writer, and a fault there meets the fleet rather than an idle node.
-func (f *fleetUnderFire) galeraCarries(n int) bool {
-	ps := f.galeraLinks(n)
-	before, _ := trafficOf(ps)
-	time.Sleep(600 * time.Millisecond) // past the cluster's probe of its writer (500 ms)
-	after, _ := trafficOf(ps)
-	return after > before
+// galeraWriter is the fleet's writer: the node whose links carried the most traffic over 600 ms
+// (a replica's cluster sends its statements and its probes, every 500 ms, to its writer alone),
+// or 0 when none carried any.
+func (f *fleetUnderFire) galeraWriter() int {
+	before := make([]int64, len(f.nodes))
+	for i := range f.nodes {
+		before[i], _ = trafficOf(f.galeraLinks(i + 1))
+	}
+	time.Sleep(600 * time.Millisecond)
+	writer, most := 0, int64(0)
+	for i := range f.nodes {
+		after, _ := trafficOf(f.galeraLinks(i + 1))
+		if d := after - before[i]; d > most {
+			writer, most = i+1, d
+		}
+	}
+	return writer
 }
 
-// injectGalera starts a fault on the Galera cluster (scripts/galera.sh); its heal waits until every
-// node is Synced again, so that the next one starts on a whole cluster. It took effect when the
-// node hit was a replica's writer as it was hit (for a power failure: when any node carried
-// traffic).
+// injectGalera starts a fault on the Galera cluster (scripts/galera.sh), on the node at
+// fault.Node's place from the writer; its heal waits until every node is Synced again, so that
+// the next one starts on a whole cluster. It took effect when the node hit was the writer as it
+// was hit (for a power failure: when any node carried the fleet's traffic); a fault on another
+// node is carried out and counted, not counted as taking effect.
 func (f *fleetUnderFire) injectGalera(fault nemesis.Fault, skip func(string) (string, func())) (string, func()) {
 	t := f.t
 	if f.nodes == nil {
 		return skip("the run is not on Galera") // CheckDB refuses it before
 	}
-	writer := f.galeraCarries(fault.Node)
-	n := strconv.Itoa(fault.Node)
+	// The node by its place from the writer (Fault.Node); a power failure takes every node.
+	writer := f.galeraWriter()
+	node, hit := 0, writer > 0
+	if fault.Node > 0 {
+		node = (max(writer, 1)-1+fault.Node-1)%len(f.nodes) + 1
+		hit = writer > 0 && node == writer
+	}
+	n := strconv.Itoa(node)
 	var cmd, healCmd, what string
 	var healArgs []string
 	switch fault.Kind {
 	case nemesis.GaleraKill:
 		cmd, healCmd, healArgs = "kill", "restart", []string{n}
-		what = fmt.Sprintf("Galera node %d killed (kill -9), restarted (IST) after %.1fs", fault.Node, fault.Hold.Seconds())
+		what = fmt.Sprintf("Galera node %d killed (kill -9), restarted (IST) after %.1fs", node, fault.Hold.Seconds())
 	case nemesis.GaleraIsolate:
 		cmd, healCmd, healArgs = "isolate", "rejoin", []string{n}
-		what = fmt.Sprintf("Galera node %d cut off from its peers (gmcast.isolate) for %.1fs", fault.Node, fault.Hold.Seconds())
+		what = fmt.Sprintf("Galera node %d cut off from its peers (gmcast.isolate) for %.1fs", node, fault.Hold.Seconds())
 	case nemesis.GaleraPause:
 		cmd, healCmd, healArgs = "pause", "resume", []string{n}
-		what = fmt.Sprintf("Galera node %d paused (SIGSTOP) for %.1fs (evs.suspect_timeout %v)", fault.Node, fault.Hold.Seconds(), nemesis.GaleraSuspect)
+		what = fmt.Sprintf("Galera node %d paused (SIGSTOP) for %.1fs (evs.suspect_timeout %v)", node, fault.Hold.Seconds(), nemesis.GaleraSuspect)
 	case nemesis.GaleraPowerFail:
 		cmd, healCmd = "power-fail", "bootstrap"
 		what = fmt.Sprintf("Galera power failure: every node killed at once, bootstrapped after %.1fs", fault.Hold.Seconds())
 	}
 	var args []string
-	if fault.Node > 0 {
+	if node > 0 {
 		args = []string{n}
 	}
 	if _, err := testenv.GaleraRun(t, cmd, args...); err != nil {
 		return skip(err.Error())
 	}
-	if writer {
+	switch {
+	case hit:
 		f.tookEffect(fault.Kind)
-	}
-	if !writer {
-		what += " (no replica's writer)"
+		if node > 0 {
+			what += " (the writer)"
+		}
+	case writer == 0:
+		what += " (no node carried the fleet's traffic)"
+	default:
+		what += fmt.Sprintf(" (the writer: node %d)", writer)
 	}
 	return what, func() {
 		start := time.Now()

@@ -174,8 +174,9 @@ type Fault struct {
 	Delay   time.Duration `json:"delay_ns,omitempty"` // Slow: each way
 	// Follower is FollowerCut's follower: the first (0) or second (1) of the two, in id order.
 	Follower int `json:"follower,omitempty"`
-	// Node is the Galera node (1 to Plan.Nodes) a Galera kind acts on; 0 for the others, and for
-	// a power failure, which takes every node.
+	// Node is the Galera node a Galera kind acts on, by its place from the fleet's writer as the
+	// fault starts (which the schedule cannot know): 1 the writer, 2 and 3 the nodes after it in
+	// node order. 0 for the other kinds, and for a power failure, which takes every node.
 	Node int `json:"node,omitempty"`
 }
 
@@ -199,8 +200,11 @@ func (f Fault) String() string {
 	if f.Kind == FollowerCut {
 		s += fmt.Sprintf(" (follower %d of 2)", f.Follower+1)
 	}
-	if f.Node > 0 {
-		s += fmt.Sprintf(" node %d", f.Node)
+	switch {
+	case f.Node == 1:
+		s += " (the writer)"
+	case f.Node > 1:
+		s += fmt.Sprintf(" (the writer's node +%d)", f.Node-1)
 	}
 	return s
 }
@@ -216,7 +220,8 @@ type Plan struct {
 	// Gap is the mean time between two fault starts (3 s if 0); the gaps are drawn from a third to
 	// five thirds of it.
 	Gap time.Duration
-	// Nodes is the Galera cluster's size, for the Galera kinds (3 if 0).
+	// Nodes is the Galera cluster's size, for the Galera kinds (3 if 0): half of the faults on
+	// one node hit the writer, the others one of the other nodes.
 	Nodes int
 }
 
@@ -257,6 +262,12 @@ func Schedule(p Plan) []Fault {
 		nodes = 3
 	}
 	rng := rand.New(rand.NewPCG(p.Seed, 0x6e656d65736973))
+	drawNode := func() int {
+		if nodes < 2 || rng.IntN(2) == 0 {
+			return 1
+		}
+		return 2 + rng.IntN(nodes-1)
+	}
 	between := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(rng.Int64N(int64(hi-lo)+1)) }
 	busy := map[string]time.Duration{} // resource → when it is free again
 	class := ClassOf(p.Mode)
@@ -300,14 +311,14 @@ func Schedule(p Plan) []Fault {
 			f.Hold = between(0, 2*time.Second)
 		case GaleraKill:
 			f.Hold = between(time.Second, 6*time.Second)
-			f.Node = 1 + rng.IntN(nodes)
+			f.Node = drawNode()
 		case GaleraIsolate:
 			f.Hold = between(2*time.Second, 8*time.Second)
-			f.Node = 1 + rng.IntN(nodes)
+			f.Node = drawNode()
 		case GaleraPause:
 			// Past the peers' suspicion, so that they go on without the node, and up to twice it.
 			f.Hold = between(GaleraSuspect+time.Second, 2*GaleraSuspect)
-			f.Node = 1 + rng.IntN(nodes)
+			f.Node = drawNode()
 		case GaleraPowerFail:
 			f.Hold = between(time.Second, 4*time.Second)
 		case Switch:
