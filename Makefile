@@ -18,7 +18,7 @@ FUZZ_TARGETS := FuzzAPI FuzzAdmin
 NODENAME_FUZZ_TARGETS := FuzzParse FuzzNaming
 FUZZTIME_TEST ?= 12s
 
-.PHONY: check-go test test-galera test-faults nemesis test-nemesis lint compose-check compose-test screenshots footprint scale scale-ab syscalls-ab bench demo demo-up demo-down flash-sale servers-start servers-stop help
+.PHONY: check-go test test-galera test-faults nemesis test-nemesis test-nemesis-galera lint compose-check compose-test screenshots footprint scale scale-ab syscalls-ab bench demo demo-up demo-down flash-sale servers-start servers-stop help
 
 ## check-go: the Go toolchain is at least go.mod's version (1.26.8); every target below that
 ## builds or tests depends on it and says what is missing
@@ -89,6 +89,20 @@ test-nemesis: check-go
 	$(SERVERS) run --no-ensemble -- env ZKSTOCK_FAULTS=1 NEMESIS=1 NEMESIS_MODE='$(NEMESIS_CI_MODES)' NEMESIS_SEED='$(NEMESIS_CI_SEEDS)' \
 		NEMESIS_DURATION='$(NEMESIS_CI_DURATION)' NEMESIS_FAULTS='$(NEMESIS_CI_FAULTS)' NEMESIS_STOCK='$(NEMESIS_CI_STOCK)' \
 		$(GO) test -count=1 -timeout 30m -run '^TestNemesis$$' -v ./faults
+	$(MAKE) --no-print-directory test-nemesis-galera
+
+## test-nemesis-galera: test-nemesis's run on Galera (make test-nemesis runs it last): the fleet in
+## zk on a three-node Galera cluster of its own, 25 s, seed 248 (the writer node killed, a power
+## failure and its bootstrap, pauses at a COMMIT, COMMIT replies lost, a replica killed); up to
+## 2 minutes with the servers' start
+NEMESIS_CI_GALERA_MODE ?= zk
+NEMESIS_CI_GALERA_SEED ?= 248
+NEMESIS_CI_GALERA_DURATION ?= 25s
+NEMESIS_CI_GALERA_FAULTS ?= galera-kill,galera-isolate,galera-pause,galera-power-fail,pause-at-commit,lose-commit-reply,cut-db,kill
+test-nemesis-galera: check-go
+	$(SERVERS) run --no-ensemble --galera -- env ZKSTOCK_FAULTS=1 NEMESIS=1 NEMESIS_DB=galera NEMESIS_MODE='$(NEMESIS_CI_GALERA_MODE)' \
+		NEMESIS_SEED='$(NEMESIS_CI_GALERA_SEED)' NEMESIS_DURATION='$(NEMESIS_CI_GALERA_DURATION)' NEMESIS_FAULTS='$(NEMESIS_CI_GALERA_FAULTS)' \
+		$(GO) test -count=1 -timeout 10m -run '^TestNemesis$$' -v ./faults
 
 ## lint: gofmt and go vet, of the root module and of dlock's (whose go.mod must hold exactly what
 ## it imports)
