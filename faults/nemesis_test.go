@@ -258,8 +258,15 @@ func runNemesis(t *testing.T, run nemesisRun) bool {
 		}
 		f.nodes = testenv.GaleraDatabase(t)
 		f.dsn = f.nodes[0]
+		if run.lie == unsafeFlushLie {
+			f.setFlush(0)
+			t.Cleanup(func() { f.setFlush(1) }) // the cluster outlives the run: the next one is safe
+		}
 	} else {
 		f.dsn = testenv.MySQLDatabase(t)
+		if run.lie == unsafeFlushLie {
+			t.Fatalf("the lie %s is a control of Galera's durable commits: run it with NEMESIS_DB=galera (make nemesis DB=galera)", unsafeFlushLie)
+		}
 	}
 	f.ens = testenv.StartProxiedEnsemble(t, nemesisEnsemble)
 	redisAddr := testenv.RedisAddr(t)
@@ -1141,5 +1148,35 @@ func (f *fleetUnderFire) injectGalera(fault nemesis.Fault, skip func(string) (st
 			return
 		}
 		t.Logf("%s: %s, %s (%.1fs)", fault, healCmd, out, time.Since(start).Seconds())
+		if f.run.lie == unsafeFlushLie {
+			f.setFlush(0) // a node started again reads its my.cnf's 1
+		}
+	}
+}
+
+// unsafeFlushLie is order's ZKSTOCK_LIE for the control of durable commits on Galera: the replicas
+// accept innodb_flush_log_at_trx_commit=0, which the run sets on every node, so that a power
+// failure of every node loses commits the cluster acknowledged.
+const unsafeFlushLie = "unsafe-flush"
+
+// setFlush sets innodb_flush_log_at_trx_commit on every running node of the Galera cluster (a
+// global setting, of the node's own InnoDB: Galera does not replicate it). A node that does not
+// answer is noted.
+func (f *fleetUnderFire) setFlush(v int) {
+	for i, dsn := range testenv.GaleraAdminDSNs(f.t) {
+		cfg, err := mysql.ParseDSN(dsn)
+		if err != nil {
+			f.note("node %d: %v", i+1, err)
+			continue
+		}
+		cfg.Timeout = 2 * time.Second
+		db, err := sql.Open("mysql", cfg.FormatDSN())
+		if err == nil {
+			_, err = db.Exec(fmt.Sprintf("SET GLOBAL innodb_flush_log_at_trx_commit = %d", v))
+			db.Close()
+		}
+		if err != nil {
+			f.note("node %d: set innodb_flush_log_at_trx_commit=%d: %v", i+1, v, err)
+		}
 	}
 }
