@@ -205,8 +205,11 @@ type fleetUnderFire struct {
 	links []*links
 	dsn   string   // the run's database as its admin (on Galera: at node 1)
 	nodes []string // on Galera, the run's database as its admin at each node, in node order; nil on one server
-	ens   *testenv.ProxiedEnsemble
-	run   nemesisRun
+	// writer is the Galera node (1 to 3) the fleet wrote to as the next Galera fault was prepared,
+	// 0 if none carried its traffic.
+	writer int
+	ens    *testenv.ProxiedEnsemble
+	run    nemesisRun
 
 	mu       sync.Mutex
 	windows  []nemesis.Window
@@ -952,9 +955,14 @@ func (f *fleetUnderFire) inject(fault nemesis.Fault) (what string, heal func()) 
 // started again or healed of a cut rejoins some seconds after): a follower cut from a leader
 // whose other follower has not synced yet would take the quorum down, and a re-election could
 // make the cut peer the leader, so the window would not be the fault it names.
+// Before a Galera fault it finds the fleet's writer (galeraWriter), which takes 600 ms that are
+// not the fault's window.
 func (f *fleetUnderFire) prepare(fault nemesis.Fault) {
 	if fault.Kind == nemesis.ZKLeader || fault.Kind == nemesis.FollowerCut {
 		f.ensembleWhole(15 * time.Second)
+	}
+	if slices.Contains(nemesis.GaleraKinds, fault.Kind) && f.nodes != nil {
+		f.writer = f.galeraWriter()
 	}
 }
 
@@ -1094,8 +1102,9 @@ func (f *fleetUnderFire) injectGalera(fault nemesis.Fault, skip func(string) (st
 	if f.nodes == nil {
 		return skip("the run is not on Galera") // CheckDB refuses it before
 	}
-	// The node by its place from the writer (Fault.Node); a power failure takes every node.
-	writer := f.galeraWriter()
+	// The node by its place from the writer (Fault.Node, the writer found by prepare); a power
+	// failure takes every node.
+	writer := f.writer
 	node, hit := 0, writer > 0
 	if fault.Node > 0 {
 		node = (max(writer, 1)-1+fault.Node-1)%len(f.nodes) + 1
