@@ -326,6 +326,13 @@ func failoverUnderWrites(t *testing.T, fault, heal func(node string), limit time
 	if c.Writer() == victim {
 		t.Fatalf("the writer is still node %s after the fault", victimNode)
 	}
+	// The old writer's node is still the one that settles its transactions (Source.StoreAt).
+	if at, ok := c.StoreAt(serverAddr(t, nodes[victim])); !ok || at == c.Store() {
+		t.Errorf("StoreAt(node %s) = %p, %v; want its own store, not the writer's (%p)", victimNode, at, ok, c.Store())
+	}
+	if _, ok := c.StoreAt("127.0.0.1:1"); ok {
+		t.Error("StoreAt an address of no node found a store")
+	}
 	if m := moved.Load(); m != 0 {
 		t.Logf("writer moved from node %s to node %d %.1f s after the fault", victimNode, c.Writer()+1, time.Duration(m-start.UnixNano()).Seconds())
 	}

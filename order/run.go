@@ -89,11 +89,10 @@ func writeTimeout(longestChange time.Duration) time.Duration {
 	return longestChange + writeMargin
 }
 
-// migrate creates or updates the tables as MySQLMigrateDSN's user (migrateDSN: at the node the
-// database opened on, on a cluster), on a connection of its own closed at once, so that the
-// serving pool never holds DDL rights; without it, as the service's own user (store), which works
-// on tables already current and otherwise fails with the privilege it lacks named
-// (inventory.ErrMissingPrivilege).
+// migrate creates or updates the tables as MySQLMigrateDSN's user (migrateDSN: on a cluster, at
+// the writer's node), on a connection of its own closed at once, so that the serving pool never
+// holds DDL rights; without it, as the service's own user (store), which works on tables already
+// current and otherwise fails with the privilege it lacks named (inventory.ErrMissingPrivilege).
 func migrate(ctx context.Context, migrateDSN string, store *inventory.Store) error {
 	if migrateDSN == "" {
 		return store.Migrate(ctx)
@@ -113,8 +112,8 @@ func migrate(ctx context.Context, migrateDSN string, store *inventory.Store) err
 type database struct {
 	src   inventory.Source
 	close func() error
-	// migrateDSN is MYSQL_MIGRATE_DSN at the node the database opened on; empty when not set.
-	migrateDSN string
+	// migrateDSN is MYSQL_MIGRATE_DSN at the writer's node now; empty when not set.
+	migrateDSN func() string
 }
 
 // openDatabase opens MYSQL_DSN's server, or, when MYSQL_NODES lists more than one node, the
@@ -126,7 +125,7 @@ func openDatabase(ctx context.Context, cfg Config, log *slog.Logger) (database, 
 		if err != nil {
 			return database{}, err
 		}
-		return database{src: s, close: s.Close, migrateDSN: cfg.MySQLMigrateDSN}, nil
+		return database{src: s, close: s.Close, migrateDSN: func() string { return cfg.MySQLMigrateDSN }}, nil
 	}
 	dsns, err := NodeDSNs(cfg.MySQLDSN, cfg.MySQLNodes)
 	if err != nil {
@@ -143,7 +142,7 @@ func openDatabase(ctx context.Context, cfg Config, log *slog.Logger) (database, 
 		if err != nil {
 			return database{}, err
 		}
-		return database{src: s, close: s.Close, migrateDSN: migrateDSNs[0]}, nil
+		return database{src: s, close: s.Close, migrateDSN: func() string { return migrateDSNs[0] }}, nil
 	}
 	c, err := inventory.OpenCluster(ctx, dsns, inventory.PoolOptions{}, inventory.ClusterOptions{
 		OnMove: func(from, to int) {
@@ -154,7 +153,7 @@ func openDatabase(ctx context.Context, cfg Config, log *slog.Logger) (database, 
 		return database{}, err
 	}
 	log.Info("database: a cluster", "nodes", cfg.MySQLNodes, "writer", cfg.MySQLNodes[c.Writer()])
-	return database{src: c, close: c.Close, migrateDSN: migrateDSNs[c.Writer()]}, nil
+	return database{src: c, close: c.Close, migrateDSN: func() string { return migrateDSNs[c.Writer()] }}, nil
 }
 
 // Run connects to ZooKeeper and the database, creates the tables, joins the fleet and serves until
@@ -184,7 +183,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	// window: a migration may copy a table, or wait for another replica's. On a cluster, once,
 	// on the writer: Galera replicates the DDL.
 	if err := retryStart(ctx, log, "migrate the database", startWindow, func(ctx context.Context) error {
-		return migrate(ctx, db.migrateDSN, db.src.Store())
+		return migrate(ctx, db.migrateDSN(), db.src.Store())
 	}); err != nil {
 		return startFailed(ctx, log, err)
 	}

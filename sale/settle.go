@@ -31,7 +31,11 @@ func (e *Engine) settle(ctx context.Context, ch change, err error, log Log) erro
 		rerr = ch.resolve(ctx, err)
 	}
 	if errors.Is(rerr, errOutcomeUnknown) {
-		wait := time.Until(unanswered.Add(e.store().CommitBound()))
+		bound := e.store().CommitBound()
+		if at, ok := e.src.StoreAt(inventory.UnansweredConn(err).Addr); ok {
+			bound = max(bound, at.CommitBound()) // the node the COMMIT went to knows its sessions' wait_timeout
+		}
+		wait := time.Until(unanswered.Add(bound))
 		log.Warn("outcome unknown: keeping the lock until the commit can no longer apply", "wait", wait.String())
 		if wait > 0 {
 			time.Sleep(wait)
@@ -59,9 +63,9 @@ func (e *Engine) aliveBound() time.Duration {
 	return e.store().CommitBound() + alivePoll + releaseTimeout
 }
 
-// waitWhileAlive waits while the server conn was on (settledAt) shows the connection conn, on which a COMMIT went
-// unanswered, and says whether it saw it gone: then the transaction has ended, and its key's
-// orders are final. It gives up (false) when the server cannot be asked, or when the connection
+// waitWhileAlive waits while the server conn was on (settledAt) shows the connection conn, on
+// which a COMMIT went unanswered, and says whether it saw it gone: then the transaction has
+// ended, and its key's orders are final. It gives up (false) when the server cannot be asked, or when the connection
 // is still there after the store's commit bound: a COMMIT the resolver's KILL could not stop
 // that long is left to the answer outcome_unknown. It takes at most aliveBound.
 func (e *Engine) waitWhileAlive(ctx context.Context, conn inventory.ServerConn, log Log) bool {

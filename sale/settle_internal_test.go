@@ -70,6 +70,11 @@ func TestWaitWhileAliveIsBounded(t *testing.T) {
 // settled change into one answered as not made (KindStorage), whatever the resolver learnt.
 func TestSettleAndThePlantedLie(t *testing.T) {
 	ctx := context.Background()
+	st, err := inventory.Open(ctx, testenv.MySQLDatabase(t), inventory.PoolOptions{}) // settle reports to it
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
 	made := func(context.Context, error) error { return nil }
 	unanswered := fmt.Errorf("commit: %w", inventory.ErrOutcomeUnknown)
 	for _, c := range []struct {
@@ -81,7 +86,7 @@ func TestSettleAndThePlantedLie(t *testing.T) {
 		{false, unanswered, nil},
 		{true, unanswered, errPlantedNotSold},
 	} {
-		e := &Engine{cfg: Config{Lies: Lies{UnconfirmedNotSold: c.lie}}}
+		e := &Engine{cfg: Config{Lies: Lies{UnconfirmedNotSold: c.lie}}, src: st}
 		got := e.settle(ctx, change{resolve: made}, c.err, NewLog(slog.New(slog.DiscardHandler)))
 		if !errors.Is(got, c.want) || (c.want == nil) != (got == nil) {
 			t.Errorf("lie %v, %v: settled %v, want %v", c.lie, c.err, got, c.want)

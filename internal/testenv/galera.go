@@ -37,6 +37,10 @@ func galeraList(t testing.TB, name string) []string {
 // zkstock, in node order (GALERA_DSNS).
 func GaleraServiceDSNs(t testing.TB) []string { return galeraList(t, "GALERA_DSNS") }
 
+// GaleraMigrateDSNs are the migration user's DSNs of the three nodes, on database zkstock
+// (GALERA_MIGRATE_DSNS).
+func GaleraMigrateDSNs(t testing.TB) []string { return galeraList(t, "GALERA_MIGRATE_DSNS") }
+
 // GaleraAdminDSNs are root's DSNs of the three nodes (GALERA_ADMIN_DSNS).
 func GaleraAdminDSNs(t testing.TB) []string { return galeraList(t, "GALERA_ADMIN_DSNS") }
 
