@@ -209,6 +209,9 @@ type fleetUnderFire struct {
 	links []*links
 	dsn   string   // the run's database as its admin (on Galera: at node 1)
 	nodes []string // on Galera, the run's database as its admin at each node, in node order; nil on one server
+	// spread: on Galera, each replica writes to a node of its own (replica i lists the nodes from
+	// node i on), not all to node 1 (NEMESIS_GALERA_SPREAD=1, and the stale-reads control)
+	spread bool
 	// writer is the Galera node (1 to 3) the fleet wrote to as the next Galera fault was prepared,
 	// 0 if none carried its traffic.
 	writer int
@@ -265,14 +268,15 @@ func runNemesis(t *testing.T, run nemesisRun) bool {
 		}
 		f.nodes = testenv.GaleraDatabase(t)
 		f.dsn = f.nodes[0]
+		f.spread = run.lie == staleReadsLie || os.Getenv("NEMESIS_GALERA_SPREAD") == "1"
 		if run.lie == unsafeFlushLie {
 			f.setFlush(0)
 			t.Cleanup(func() { f.setFlush(1) }) // the cluster outlives the run: the next one is safe
 		}
 	} else {
 		f.dsn = testenv.MySQLDatabase(t)
-		if run.lie == unsafeFlushLie {
-			t.Fatalf("the lie %s is a control of Galera's durable commits: run it with NEMESIS_DB=galera (make nemesis DB=galera)", unsafeFlushLie)
+		if run.lie == unsafeFlushLie || run.lie == staleReadsLie {
+			t.Fatalf("the lie %s is a control of Galera's: run it with NEMESIS_DB=galera (make nemesis DB=galera)", run.lie)
 		}
 	}
 	f.ens = testenv.StartProxiedEnsemble(t, nemesisEnsemble)
@@ -298,16 +302,27 @@ func runNemesis(t *testing.T, run nemesisRun) bool {
 			// Each node through a proxy of the replica's own, node 1's in MYSQL_DSN: the
 			// replica's cluster reaches each node at its proxy (MYSQL_NODES), so that a cut or
 			// a stall at a COMMIT acts on whichever node carries it.
+			// With the writers spread (galeraSpread), replica i lists the nodes from node i on,
+			// so that its cluster writes there: each node is some replica's writer.
+			first := 0
+			if f.spread {
+				first = i % len(f.nodes)
+			}
 			var dsn string
-			var addrs []string
+			dsns := make([]string, len(f.nodes))
 			for n, node := range f.nodes {
 				p, d := tcpproxy.ProxiedDSN(t, node, nil)
-				l.db, addrs = append(l.db, p), append(addrs, p.Addr())
-				if n == 0 {
-					dsn = d
-				}
+				l.db, dsns[n] = append(l.db, p), d
 			}
+			var addrs []string
+			for k := range f.nodes {
+				addrs = append(addrs, l.db[(first+k)%len(f.nodes)].Addr())
+			}
+			dsn = dsns[first]
 			service := testenv.AsUser(t, dsn, testenv.GaleraServiceDSNs(t)[0])
+			if run.lie == staleReadsLie {
+				service = withParam(t, service, "wsrep_sync_wait", "0")
+			}
 			r = newReplicaAs(t, name, dsn, service, zkAddrs, append(settings, "REDIS_ADDR="+l.redis.Addr(), "MYSQL_NODES="+strings.Join(addrs, ","))...)
 		}
 		if run.lie != "" {
@@ -592,6 +607,9 @@ func runNemesis(t *testing.T, run nemesisRun) bool {
 	}
 	if run.db != nemesis.DBSingle {
 		sum.Reproduce += " DB=" + run.db
+	}
+	if f.spread && run.lie != staleReadsLie {
+		sum.Reproduce = "NEMESIS_GALERA_SPREAD=1 " + sum.Reproduce
 	}
 	switch {
 	case sum.Build == "" || strings.HasSuffix(sum.Build, "+dirty"):
@@ -1165,6 +1183,24 @@ func (f *fleetUnderFire) injectGalera(fault nemesis.Fault, skip func(string) (st
 			f.setFlush(0) // a node started again reads its my.cnf's 1
 		}
 	}
+}
+
+// staleReadsLie is order's ZKSTOCK_LIE for the control of causal reads on Galera: the replicas'
+// sessions read with wsrep_sync_wait=0, which the lie makes them accept, and each writes to a node
+// of its own (fleetUnderFire.spread), so that a read may miss a commit another node acknowledged.
+const staleReadsLie = "stale-reads"
+
+// withParam is dsn with the session variable name set to value.
+func withParam(t *testing.T, dsn, name, value string) string {
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Params == nil {
+		cfg.Params = map[string]string{}
+	}
+	cfg.Params[name] = value
+	return cfg.FormatDSN()
 }
 
 // unsafeFlushLie is order's ZKSTOCK_LIE for the control of durable commits on Galera: the replicas

@@ -10,4 +10,7 @@ func TestNoUnsafeFlushWithoutTheTag(t *testing.T) {
 	if plantedUnsafeFlush {
 		t.Error("a build without the tag accepts innodb_flush_log_at_trx_commit other than 1")
 	}
+	if plantedStaleReads {
+		t.Error("a build without the tag accepts wsrep_sync_wait without causal reads")
+	}
 }

@@ -6,3 +6,8 @@ package inventory
 // is not 1 (order's ZKSTOCK_LIE=unsafe-flush): the nemesis's control of durable commits. No build
 // without the zkstock_lies tag has it.
 func PlantUnsafeFlush() { plantedUnsafeFlush = true }
+
+// PlantStaleReads makes this process accept Galera sessions without causal reads (a DSN with
+// wsrep_sync_wait=0; order's ZKSTOCK_LIE=stale-reads): the nemesis's control of causal reads. No
+// build without the zkstock_lies tag has it.
+func PlantStaleReads() { plantedStaleReads = true }

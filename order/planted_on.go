@@ -21,4 +21,7 @@ func init() {
 	if l.unsafeFlush {
 		inventory.PlantUnsafeFlush()
 	}
+	if l.staleReads {
+		inventory.PlantStaleReads()
+	}
 }
