@@ -40,6 +40,8 @@ import (
 //	                  (the three-node cluster of scripts/servers.sh --galera: each replica reaches
 //	                  each node through a proxy of its own, with MYSQL_NODES listing them; the
 //	                  galera-* kinds act on the nodes, db-restart and block-commits are left out)
+//	NEMESIS_GALERA_SPREAD  1: on Galera, each replica writes to a node of its own (replica i lists
+//	                  the nodes from node i on) instead of all to node 1
 //
 // NEMESIS_DURATION and NEMESIS_FAULTS may name values per mode: "none=15s;*=50s",
 // "redis=pause-at-commit,redis-restart;*=" (empty: all kinds).
