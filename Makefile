@@ -81,7 +81,8 @@ nemesis: check-go
 ## among the unfenced modes, which mix unsafely). Fixed seeds (one per mode, in order: each fenced mode's draws a follower cut and
 ## a pause at a COMMIT, all 14 kinds between them), about 9 minutes in all on 2 shared cores (the
 ## whole CI's budget is 40 minutes; docs/reliability.md has a run's table); a control not caught
-## runs again on the next seed, and fails it when three schedules in a row miss it
+## runs again on the next seed, and fails it when three schedules in a row miss it; then
+## test-nemesis-galera (below, 1.5 to 2 minutes more)
 NEMESIS_CI_MODES ?= zk,zk-batch,redis-fenced,db-cas,db-forupdate,none,zk-unfenced,redis,zk+soldout-cache,zk+unconfirmed-not-sold,zk-unfenced+switch-no-drain
 NEMESIS_CI_SEEDS ?= 383,517,165,286,220,1,2,1,1,1,1
 NEMESIS_CI_DURATION ?= none=15s;zk-unfenced=50s;redis=40s;zk+soldout-cache=15s;zk+unconfirmed-not-sold=20s;*=25s
