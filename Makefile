@@ -18,7 +18,7 @@ FUZZ_TARGETS := FuzzAPI FuzzAdmin
 NODENAME_FUZZ_TARGETS := FuzzParse FuzzNaming
 FUZZTIME_TEST ?= 12s
 
-.PHONY: check-go test test-galera test-faults nemesis test-nemesis lint compose-check compose-test screenshots footprint scale scale-ab syscalls-ab bench demo demo-up demo-down flash-sale galera-bench servers-start servers-stop help
+.PHONY: check-go test test-galera test-faults nemesis test-nemesis test-nemesis-galera lint compose-check compose-test screenshots footprint scale scale-ab syscalls-ab bench demo demo-up demo-down flash-sale galera-bench servers-start servers-stop help
 
 ## check-go: the Go toolchain is at least go.mod's version (1.26.8); every target below that
 ## builds or tests depends on it and says what is missing
@@ -58,16 +58,19 @@ test-faults: check-go lint
 ## on three replicas, every history checked by Porcupine, every SKU audited; MODE (a list runs
 ## each; MODE+LIE plants a lie, a control), SEED (one, or one per mode), DURATION (60s; 30m runs
 ## long), FAULTS (kinds, comma-separated; MODE=kinds;MODE=kinds per mode; all when empty), STOCK
-## (200 per SKU; per mode too). Writes out/nemesis/<mode>-<seed>/: summary.json,
+## (200 per SKU; per mode too), DB (mariadb, one server; galera: the fleet on a three-node
+## Galera cluster, started besides, which the galera-* kinds break). Writes
+## out/nemesis/<mode>-<seed>/ (galera-<mode>-<seed>/ on Galera): summary.json,
 ## timeline.svg, the replicas' logs, and on an anomaly the histories and Porcupine's visualization
 SEED ?= 1
 DURATION ?= 60s
 MODE ?= zk
 FAULTS ?=
 STOCK ?= 200
+DB ?= mariadb
 NEMESIS_TIMEOUT ?= 4h
 nemesis: check-go
-	$(SERVERS) run --no-ensemble -- env ZKSTOCK_FAULTS=1 NEMESIS=1 NEMESIS_MODE='$(MODE)' NEMESIS_SEED='$(SEED)' NEMESIS_DURATION=$(DURATION) \
+	$(SERVERS) run --no-ensemble $(if $(filter galera,$(DB)),--galera) -- env ZKSTOCK_FAULTS=1 NEMESIS=1 NEMESIS_DB='$(DB)' NEMESIS_MODE='$(MODE)' NEMESIS_SEED='$(SEED)' NEMESIS_DURATION=$(DURATION) \
 		NEMESIS_FAULTS='$(FAULTS)' NEMESIS_STOCK='$(STOCK)' $(GO) test -count=1 -timeout $(NEMESIS_TIMEOUT) -run '^TestNemesis$$' -v ./faults
 
 ## test-nemesis: the nemesis as CI runs it: every fenced mode 25 s under every kind of fault, and
@@ -79,7 +82,8 @@ nemesis: check-go
 ## among the unfenced modes, which mix unsafely). Fixed seeds (one per mode, in order: each fenced mode's draws a follower cut and
 ## a pause at a COMMIT, all 14 kinds between them), about 9 minutes in all on 2 shared cores (the
 ## whole CI's budget is 40 minutes; docs/reliability.md has a run's table); a control not caught
-## runs again on the next seed, and fails it when three schedules in a row miss it
+## runs again on the next seed, and fails it when three schedules in a row miss it; then
+## test-nemesis-galera (below, 1.5 to 2 minutes more)
 NEMESIS_CI_MODES ?= zk,zk-batch,redis-fenced,db-cas,db-forupdate,none,zk-unfenced,redis,zk+soldout-cache,zk+unconfirmed-not-sold,zk-unfenced+switch-no-drain
 NEMESIS_CI_SEEDS ?= 383,517,165,286,220,1,2,1,1,1,1
 NEMESIS_CI_DURATION ?= none=15s;zk-unfenced=50s;redis=40s;zk+soldout-cache=15s;zk+unconfirmed-not-sold=20s;*=25s
@@ -89,6 +93,20 @@ test-nemesis: check-go
 	$(SERVERS) run --no-ensemble -- env ZKSTOCK_FAULTS=1 NEMESIS=1 NEMESIS_MODE='$(NEMESIS_CI_MODES)' NEMESIS_SEED='$(NEMESIS_CI_SEEDS)' \
 		NEMESIS_DURATION='$(NEMESIS_CI_DURATION)' NEMESIS_FAULTS='$(NEMESIS_CI_FAULTS)' NEMESIS_STOCK='$(NEMESIS_CI_STOCK)' \
 		$(GO) test -count=1 -timeout 30m -run '^TestNemesis$$' -v ./faults
+	$(MAKE) --no-print-directory test-nemesis-galera
+
+## test-nemesis-galera: test-nemesis's run on Galera (make test-nemesis runs it last): the fleet in
+## zk on a three-node Galera cluster of its own, 25 s, seed 248 (the writer node killed, a power
+## failure and its bootstrap, pauses at a COMMIT, COMMIT replies lost, a replica killed); up to
+## 2 minutes with the servers' start
+NEMESIS_CI_GALERA_MODE ?= zk
+NEMESIS_CI_GALERA_SEED ?= 248
+NEMESIS_CI_GALERA_DURATION ?= 25s
+NEMESIS_CI_GALERA_FAULTS ?= galera-kill,galera-isolate,galera-pause,galera-power-fail,pause-at-commit,lose-commit-reply,cut-db,kill
+test-nemesis-galera: check-go
+	$(SERVERS) run --no-ensemble --galera -- env ZKSTOCK_FAULTS=1 NEMESIS=1 NEMESIS_DB=galera NEMESIS_MODE='$(NEMESIS_CI_GALERA_MODE)' \
+		NEMESIS_SEED='$(NEMESIS_CI_GALERA_SEED)' NEMESIS_DURATION='$(NEMESIS_CI_GALERA_DURATION)' NEMESIS_FAULTS='$(NEMESIS_CI_GALERA_FAULTS)' \
+		$(GO) test -count=1 -timeout 10m -run '^TestNemesis$$' -v ./faults
 
 ## lint: gofmt and go vet, of the root module and of dlock's (whose go.mod must hold exactly what
 ## it imports)

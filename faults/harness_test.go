@@ -95,10 +95,16 @@ func startReplicas(t *testing.T, n int, dsn string, zkServers []string, settings
 // newReplica is a replica named name, not started yet, on a free port, in the fleet of dsn's
 // database; settings come last, so they override the defaults.
 func newReplica(t *testing.T, name, dsn string, zkServers []string, settings ...string) *replica {
+	return newReplicaAs(t, name, dsn, testenv.ServiceDSN(t, dsn), zkServers, settings...)
+}
+
+// newReplicaAs is newReplica with the service's DSN given: serviceDSN, the same database as
+// dsn's as the service's user (a Galera cluster's user, say, not the one server's).
+func newReplicaAs(t *testing.T, name, dsn, serviceDSN string, zkServers []string, settings ...string) *replica {
 	addr := testenv.FreeAddr(t)
 	r := &replica{name: name, addr: addr, url: "http://" + addr, t: t}
 	r.env = append([]string{"HTTP_ADDR=" + addr, "REPLICA_ID=" + r.name, "ZK_SERVERS=" + strings.Join(zkServers, ","),
-		"MYSQL_DSN=" + testenv.ServiceDSN(t, dsn), "MYSQL_MIGRATE_DSN=" + dsn, "ADMIN_TOKEN=faults", "LOG_LEVEL=info", "FLEET=" + fleetOf(t, dsn)}, settings...)
+		"MYSQL_DSN=" + serviceDSN, "MYSQL_MIGRATE_DSN=" + dsn, "ADMIN_TOKEN=faults", "LOG_LEVEL=info", "FLEET=" + fleetOf(t, dsn)}, settings...)
 	return r
 }
 

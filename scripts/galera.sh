@@ -16,6 +16,8 @@
 #                                        (mariadbd --wsrep-recover) and starts with
 #                                        --wsrep-start-position, so it rejoins by IST when the
 #                                        donor's gcache still holds what it missed; waits for Synced
+#                                        (a joiner whose IST failed, "node restart required", is
+#                                        killed and started once more, here and at a bootstrap)
 #   scripts/galera.sh stop-node DIR N    shut node N down cleanly (SIGTERM)
 #   scripts/galera.sh sst DIR N          kill node N, forget its state (grastate.dat) and start it:
 #                                        a full state transfer (mariabackup over socat); waits for
@@ -31,7 +33,8 @@
 #   scripts/galera.sh power-fail DIR     kill -9 every node at once
 #   scripts/galera.sh bootstrap DIR      after a power failure: recover every node's position,
 #                                        bootstrap the cluster from the most advanced (marked
-#                                        safe_to_bootstrap), start the others; waits for Synced
+#                                        safe_to_bootstrap), start the others one at a time;
+#                                        waits for Synced
 #
 # Every command that waits prints the seconds it took on stdout ("synced after 1.8 s"); logs go to
 # stderr and to DIR/nodeN/server.log.
@@ -220,6 +223,42 @@ wait_synced() {
 	done
 }
 
+# join DIR N [ARGS...]: launches node N with ARGS and waits up to 120 s until it is Synced. A
+# joiner whose IST failed ("IST didn't contain all write sets ... node restart required", met here
+# when a node joins while writes go on) stays up, stuck in Joining, until it is restarted: it is
+# killed then and started once more from its recovered position.
+join() {
+	local dir=$1 i=$2 n logged deadline attempt
+	shift 2
+	n=$(node_dir "$dir" "$i")
+	for attempt in 1 2; do
+		logged=$(wc -l <"$n/server.log" 2>/dev/null || echo 0)
+		launch "$dir" "$i" "$@"
+		deadline=$((SECONDS + 120))
+		until node_synced_in_primary "$dir" "$i"; do
+			if tail -n +"$((logged + 1))" "$n/server.log" | grep -q 'node restart required'; then
+				log "node $i: its state transfer failed (node restart required); restarting it"
+				break
+			fi
+			if [ $SECONDS -ge $deadline ] || ! running "$dir" "$i"; then
+				tail -30 "$n/server.log" >&2
+				die "node $i not Synced after 120s"
+			fi
+			sleep 0.1
+		done
+		node_synced_in_primary "$dir" "$i" && return 0
+		[ "$attempt" -eq 2 ] && { tail -30 "$n/server.log" >&2; die "node $i: its state transfer failed twice"; }
+		stop_node "$dir" "$i" 9
+		set -- --wsrep-start-position="$(recover "$dir" "$i")"
+	done
+}
+
+# node_synced_in_primary DIR N: node N is Synced in a primary component.
+node_synced_in_primary() {
+	[ "$(wsrep_status "$1" "$2" wsrep_local_state_comment)" = Synced ] &&
+		[ "$(wsrep_status "$1" "$2" wsrep_cluster_status)" = Primary ]
+}
+
 wait_gone() { # wait_gone PID
 	for _ in $(seq 1 300); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.1; done
 	return 1
@@ -368,7 +407,7 @@ cmd_restart() {
 	pos=$(recover "$dir" "$i")
 	log "node $i recovered position $pos"
 	logged=$(wc -l <"$(node_dir "$dir" "$i")/server.log")
-	launch "$dir" "$i" --wsrep-start-position="$pos"
+	join "$dir" "$i" --wsrep-start-position="$pos"
 	wait_synced "$dir" 120 "$i"
 	how=$(transfer_of "$(node_dir "$dir" "$i")/server.log" "$logged")
 	echo "node $i synced by $how after $(since "$t0") s"
@@ -431,8 +470,10 @@ cmd_bootstrap() {
 	sed -i 's/^safe_to_bootstrap:.*/safe_to_bootstrap: 1/' "$dir/node$best/data/grastate.dat"
 	launch "$dir" "$best" --wsrep-new-cluster --wsrep-start-position="${positions[best]}"
 	wait_synced "$dir" 60 "$best"
+	# one at a time, as at a start: two joiners at once met an IST that failed
+	# ("IST didn't contain all write sets"), the node left stuck in Joining
 	for i in 1 2 3; do
-		[ "$i" -eq "$best" ] || launch "$dir" "$i" --wsrep-start-position="${positions[i]}"
+		[ "$i" -eq "$best" ] || join "$dir" "$i" --wsrep-start-position="${positions[i]}"
 	done
 	wait_synced "$dir" 180
 	echo "bootstrapped from node $best, all synced after $(since "$t0") s"

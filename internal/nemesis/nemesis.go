@@ -47,6 +47,16 @@ const (
 	// the connection before the reply comes back, as a route that fails between the two: the
 	// replica must learn what became of it, and answer so.
 	LoseCommitReply Kind = "lose-commit-reply"
+	// The Galera kinds act on the three-node cluster under the fleet (a run with NEMESIS_DB=galera,
+	// scripts/galera.sh) and on its node Fault.Node, one at a time.
+	GaleraKill    Kind = "galera-kill"    // kill -9 a node, restarted after the window (IST)
+	GaleraIsolate Kind = "galera-isolate" // a node cut off from its peers (gmcast.isolate: non-primary), rejoined after
+	// GaleraPause SIGSTOPs a node past evs.suspect_timeout (5 s), so that its peers go on without
+	// it, then SIGCONTs it: a node that answers again from an old view, until it learns it left.
+	GaleraPause Kind = "galera-pause"
+	// GaleraPowerFail kills every node at once and bootstraps the cluster from the most advanced
+	// after the window: what the cluster acknowledged must survive it.
+	GaleraPowerFail Kind = "galera-power-fail"
 )
 
 // Kinds is every kind the fault suite can carry out, in the order reports list them.
@@ -54,7 +64,49 @@ var Kinds = []Kind{Kill, Pause, PauseAtCommit, CutZK, CutDB, CutRedis, Isolate, 
 
 // NamedKinds are kinds drawn only when named (NEMESIS_FAULTS), never under "all": a kind added to
 // Kinds would draw every seed's schedule anew.
-var NamedKinds = []Kind{LoseCommitReply}
+var NamedKinds = []Kind{LoseCommitReply, GaleraKill, GaleraIsolate, GaleraPause, GaleraPowerFail}
+
+// GaleraKinds act on a Galera cluster: a run on one server refuses them (CheckDB).
+var GaleraKinds = []Kind{GaleraKill, GaleraIsolate, GaleraPause, GaleraPowerFail}
+
+// SingleServerKinds act on the one MariaDB server: a run on Galera refuses them when named, and
+// leaves them out of "all" (CheckDB).
+var SingleServerKinds = []Kind{DBRestart, BlockCommits}
+
+// The databases a run may have under its fleet (NEMESIS_DB).
+const (
+	DBSingle = "mariadb" // one MariaDB server (the default)
+	DBGalera = "galera"  // a three-node MariaDB Galera cluster
+)
+
+// CheckDB fits kinds, parsed from spec (ParseKinds), to the run's database db: it refuses a
+// Galera kind on one server, and a single-server kind named on Galera, with what to do instead;
+// on Galera "all" (an empty spec) means every kind but the single-server ones.
+func CheckDB(db, spec string, kinds []Kind) ([]Kind, error) {
+	switch db {
+	case DBSingle:
+		for _, k := range kinds {
+			if slices.Contains(GaleraKinds, k) {
+				return nil, fmt.Errorf("nemesis: %s acts on a Galera cluster, and this run is on one MariaDB server: run it with NEMESIS_DB=galera (make nemesis DB=galera)", k)
+			}
+		}
+		return kinds, nil
+	case DBGalera:
+		all := strings.TrimSpace(spec) == "" || spec == "all"
+		var out []Kind
+		for _, k := range kinds {
+			if !slices.Contains(SingleServerKinds, k) {
+				out = append(out, k)
+				continue
+			}
+			if !all {
+				return nil, fmt.Errorf("nemesis: %s acts on one MariaDB server, and this run is on Galera: name galera-kill, galera-pause or galera-power-fail instead", k)
+			}
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("nemesis: unknown database %q (known: %s, %s)", db, DBSingle, DBGalera)
+}
 
 // ParseKinds reads a comma-separated list of kinds; empty means all (Kinds).
 func ParseKinds(s string) ([]Kind, error) {
@@ -122,6 +174,10 @@ type Fault struct {
 	Delay   time.Duration `json:"delay_ns,omitempty"` // Slow: each way
 	// Follower is FollowerCut's follower: the first (0) or second (1) of the two, in id order.
 	Follower int `json:"follower,omitempty"`
+	// Node is the Galera node a Galera kind acts on, by its place from the fleet's writer as the
+	// fault starts (which the schedule cannot know): 1 the writer, 2 and 3 the nodes after it in
+	// node order. 0 for the other kinds, and for a power failure, which takes every node.
+	Node int `json:"node,omitempty"`
 }
 
 // End is when the fault is healed.
@@ -144,6 +200,12 @@ func (f Fault) String() string {
 	if f.Kind == FollowerCut {
 		s += fmt.Sprintf(" (follower %d of 2)", f.Follower+1)
 	}
+	switch {
+	case f.Node == 1:
+		s += " (the writer)"
+	case f.Node > 1:
+		s += fmt.Sprintf(" (the writer's node +%d)", f.Node-1)
+	}
 	return s
 }
 
@@ -158,6 +220,26 @@ type Plan struct {
 	// Gap is the mean time between two fault starts (3 s if 0); the gaps are drawn from a third to
 	// five thirds of it.
 	Gap time.Duration
+	// Nodes is the Galera cluster's size, for the Galera kinds (3 if 0): half of the faults on
+	// one node hit the writer, the others one of the other nodes.
+	Nodes int
+}
+
+// GaleraSuspect is Galera's evs.suspect_timeout, the default scripts/galera.sh keeps: a node
+// silent for longer is dropped from the primary component by its peers.
+const GaleraSuspect = 5 * time.Second
+
+// settle is how long the schedule leaves a kind's resource to its recovery after the window: a
+// killed node's restart by IST and its wait for Synced, a cluster's bootstrap. Only the Galera
+// kinds have one, so that the other kinds' schedules stay as they were drawn before them.
+func settle(k Kind) time.Duration {
+	switch k {
+	case GaleraKill, GaleraIsolate, GaleraPause:
+		return 5 * time.Second
+	case GaleraPowerFail:
+		return 15 * time.Second
+	}
+	return 0
 }
 
 // Schedule draws the plan's faults, in the order they start. Faults of different kinds overlap
@@ -175,7 +257,17 @@ func Schedule(p Plan) []Fault {
 	if session <= 0 {
 		session = 4 * time.Second
 	}
+	nodes := p.Nodes
+	if nodes <= 0 {
+		nodes = 3
+	}
 	rng := rand.New(rand.NewPCG(p.Seed, 0x6e656d65736973))
+	drawNode := func() int {
+		if nodes < 2 || rng.IntN(2) == 0 {
+			return 1
+		}
+		return 2 + rng.IntN(nodes-1)
+	}
 	between := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(rng.Int64N(int64(hi-lo)+1)) }
 	busy := map[string]time.Duration{} // resource → when it is free again
 	class := ClassOf(p.Mode)
@@ -217,6 +309,18 @@ func Schedule(p Plan) []Fault {
 			f.Hold = between(2*time.Second, 6*time.Second) // armed until a COMMIT comes, or the window ends
 		case RedisRestart:
 			f.Hold = between(0, 2*time.Second)
+		case GaleraKill:
+			f.Hold = between(time.Second, 6*time.Second)
+			f.Node = drawNode()
+		case GaleraIsolate:
+			f.Hold = between(2*time.Second, 8*time.Second)
+			f.Node = drawNode()
+		case GaleraPause:
+			// Past the peers' suspicion, so that they go on without the node, and up to twice it.
+			f.Hold = between(GaleraSuspect+time.Second, 2*GaleraSuspect)
+			f.Node = drawNode()
+		case GaleraPowerFail:
+			f.Hold = between(time.Second, 4*time.Second)
 		case Switch:
 			var to []string
 			for _, m := range class {
@@ -245,7 +349,7 @@ func Schedule(p Plan) []Fault {
 				// A switch holds the fleet until it answers, which the schedule cannot know: the
 				// next may start no sooner than a session later, by when a dead member's hold has
 				// gone.
-				busy[r] = at + max(f.Hold, session)
+				busy[r] = at + max(f.Hold, session) + settle(k)
 			}
 			placed = true
 			break
@@ -307,6 +411,10 @@ func resources(f Fault) []string {
 		return []string{"redis"}
 	case Switch:
 		return []string{"fleet"}
+	case GaleraKill, GaleraIsolate, GaleraPause, GaleraPowerFail:
+		// One at a time: two nodes of three down at once leave no primary component, which is
+		// the power failure's own fault, not theirs.
+		return []string{"galera"}
 	}
 	return []string{string(f.Kind)}
 }

@@ -207,7 +207,7 @@ func TestPerMode(t *testing.T) {
 
 func TestEveryKindHasAColourOfItsOwn(t *testing.T) {
 	seen := map[string]Kind{}
-	for _, k := range Kinds {
+	for _, k := range append(slices.Clone(Kinds), NamedKinds...) {
 		c := KindColor(k)
 		if other, ok := seen[c]; ok {
 			t.Errorf("%s and %s are both drawn in %s", other, k, c)
@@ -232,9 +232,123 @@ func TestContend(t *testing.T) {
 		{Fault{Kind: ZKLeader, Replica: -1}, Fault{Kind: FollowerCut, Replica: -1}, true},
 		{Fault{Kind: DBRestart, Replica: -1}, Fault{Kind: BlockCommits, Replica: -1}, true},
 		{Fault{Kind: DBRestart, Replica: -1}, Fault{Kind: RedisRestart, Replica: -1}, false},
+		{Fault{Kind: GaleraKill, Replica: -1, Node: 1}, Fault{Kind: GaleraPause, Replica: -1, Node: 2}, true},
+		{Fault{Kind: GaleraPowerFail, Replica: -1}, Fault{Kind: GaleraIsolate, Replica: -1, Node: 3}, true},
+		{Fault{Kind: GaleraKill, Replica: -1, Node: 1}, Fault{Kind: CutDB, Replica: 0}, false},
 	} {
 		if got := Contend(c.a, c.b); got != c.want || Contend(c.b, c.a) != c.want {
 			t.Errorf("Contend(%v, %v) = %v, want %v both ways", c.a.Kind, c.b.Kind, got, c.want)
 		}
+	}
+}
+
+// The Galera kinds are drawn only when named: "all" draws none of them, so every schedule drawn
+// before they existed is drawn the same.
+func TestGaleraKindsOnlyWhenNamed(t *testing.T) {
+	all, err := ParseKinds("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range GaleraKinds {
+		if slices.Contains(all, k) {
+			t.Errorf("%s is drawn under all", k)
+		}
+		if !slices.Contains(NamedKinds, k) {
+			t.Errorf("%s cannot be named", k)
+		}
+	}
+	for seed := uint64(1); seed <= 50; seed++ {
+		for _, f := range Schedule(plan(seed)) {
+			if f.Node != 0 || slices.Contains(GaleraKinds, f.Kind) {
+				t.Fatalf("seed %d drew %v under all", seed, f)
+			}
+		}
+	}
+}
+
+// A Galera schedule hits each node, one Galera fault at a time with the recovery after it left
+// free, a pause always past the peers' suspicion; the replica kinds mixed in keep their targets.
+func TestGaleraSchedule(t *testing.T) {
+	kinds, err := ParseKinds("galera-kill,galera-isolate,galera-pause,galera-power-fail,kill,cut-db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := plan(11)
+	p.Kinds = kinds
+	fs := Schedule(p)
+	counts := Count(fs)
+	for _, k := range kinds {
+		if counts[k] < 10 {
+			t.Errorf("%s: %d faults in 30 minutes", k, counts[k])
+		}
+	}
+	nodes := map[int]int{}
+	var last *Fault
+	for i, f := range fs {
+		switch f.Kind {
+		case GaleraKill, GaleraIsolate, GaleraPause:
+			if f.Node < 1 || f.Node > 3 || f.Replica != -1 {
+				t.Fatalf("%v: node %d, replica %d", f, f.Node, f.Replica)
+			}
+			nodes[f.Node]++
+		case GaleraPowerFail:
+			if f.Node != 0 || f.Replica != -1 {
+				t.Fatalf("%v: a power failure names node %d, replica %d", f, f.Node, f.Replica)
+			}
+		default:
+			if f.Node != 0 || f.Replica < 0 {
+				t.Fatalf("%v: node %d, replica %d", f, f.Node, f.Replica)
+			}
+			continue
+		}
+		if f.Kind == GaleraPause && f.Hold <= GaleraSuspect {
+			t.Errorf("%v: a pause within evs.suspect_timeout (%v)", f, GaleraSuspect)
+		}
+		if last != nil && last.At+max(last.Hold, p.Session)+settle(last.Kind) > f.At {
+			t.Fatalf("%v starts before %v has ended and settled", f, *last)
+		}
+		last = &fs[i]
+	}
+	for n := 1; n <= 3; n++ {
+		if nodes[n] < 5 {
+			t.Errorf("node %d hit %d times", n, nodes[n])
+		}
+	}
+	if all := nodes[1] + nodes[2] + nodes[3]; nodes[1]*3 < all || nodes[1]*3 > all*2 {
+		t.Errorf("the writer hit %d times of %d: want about half", nodes[1], all)
+	}
+	if s := (Fault{Kind: GaleraKill, At: time.Second, Hold: 2 * time.Second, Replica: -1, Node: 1}).String(); !strings.Contains(s, "the writer") {
+		t.Errorf("%q does not name the node", s)
+	}
+}
+
+// A run on one server refuses the Galera kinds; a run on Galera refuses the single-server kinds
+// when named, and leaves them out of all.
+func TestCheckDB(t *testing.T) {
+	parse := func(spec string) []Kind {
+		ks, err := ParseKinds(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ks
+	}
+	if _, err := CheckDB(DBSingle, "kill,galera-kill", parse("kill,galera-kill")); err == nil || !strings.Contains(err.Error(), "NEMESIS_DB=galera") {
+		t.Errorf("galera-kill on one server: %v", err)
+	}
+	if ks, err := CheckDB(DBSingle, "", parse("")); err != nil || !reflect.DeepEqual(ks, Kinds) {
+		t.Errorf("all on one server: %v %v", ks, err)
+	}
+	if _, err := CheckDB(DBGalera, "db-restart,galera-kill", parse("db-restart,galera-kill")); err == nil {
+		t.Error("db-restart was accepted on Galera")
+	}
+	ks, err := CheckDB(DBGalera, "", parse(""))
+	if err != nil || slices.Contains(ks, DBRestart) || slices.Contains(ks, BlockCommits) || len(ks) != len(Kinds)-2 {
+		t.Errorf("all on Galera: %v %v", ks, err)
+	}
+	if ks, err := CheckDB(DBGalera, "galera-pause,kill", parse("galera-pause,kill")); err != nil || !reflect.DeepEqual(ks, []Kind{GaleraPause, Kill}) {
+		t.Errorf("galera-pause,kill on Galera: %v %v", ks, err)
+	}
+	if _, err := CheckDB("postgres", "", parse("")); err == nil {
+		t.Error("an unknown database was accepted")
 	}
 }

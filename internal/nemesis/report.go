@@ -32,6 +32,7 @@ var Anomalies = []string{NonLinearizable, Undecided, Oversold, LostUpdates, Brok
 type Summary struct {
 	Seed      uint64  `json:"seed"`
 	Mode      string  `json:"mode"`
+	DB        string  `json:"db,omitempty"` // the database under the fleet: mariadb (one server) or galera
 	DurationS float64 `json:"duration_s"`
 	WallS     float64 `json:"wall_s"`
 	// Ops counts the operations checked (after the unknown outcomes were resolved); Unknown the
@@ -52,7 +53,9 @@ type Summary struct {
 	// TookEffect counts, of Faults, those that took effect: a pause that stopped a COMMIT, a cut
 	// that held back traffic, a slow link that traffic went through, a follower cut out of the
 	// quorum, commits blocked while one waited, a switch the fleet made; a process killed,
-	// stopped or restarted takes effect as it is made.
+	// stopped or restarted takes effect as it is made; a Galera node killed, cut off or paused
+	// when it was a replica's writer (its links carried traffic just before), a power failure
+	// while any database link did.
 	TookEffect   map[Kind]int   `json:"took_effect"`
 	Skipped      map[Kind]int   `json:"skipped,omitempty"`
 	Anomalies    map[string]int `json:"anomalies"`
@@ -164,9 +167,10 @@ type Window struct {
 	What       string
 }
 
-// kindColors colour the fault windows, one per kind, in the order of Kinds.
+// kindColors colour the fault windows, one per kind, in the order of Kinds and NamedKinds.
 var kindColors = []string{"#e41a1c", "#984ea3", "#6a3d9a", "#377eb8", "#4daf4a", "#a6cee3", "#ff7f00", "#b2df8a",
-	"#a65628", "#1b9e77", "#f781bf", "#999999", "#fb9a99", "#fdbf6f", "#8dd3c7"}
+	"#a65628", "#1b9e77", "#f781bf", "#999999", "#fb9a99", "#fdbf6f", "#8dd3c7",
+	"#e7298a", "#bc80bd", "#66a61e", "#1f78b4"}
 
 // KindColor is the colour of a kind's windows.
 func KindColor(k Kind) string {

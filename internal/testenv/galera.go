@@ -110,6 +110,17 @@ func GaleraDatabase(t testing.TB) []string {
 // A failure fails the test.
 func GaleraControl(t testing.TB, cmd string, args ...string) string {
 	t.Helper()
+	out, err := GaleraRun(t, cmd, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// GaleraRun is GaleraControl for a caller that goes on after a failure (the nemesis, which notes
+// it and heals what else it broke): the error holds what the script printed.
+func GaleraRun(t testing.TB, cmd string, args ...string) (string, error) {
+	t.Helper()
 	dir := galeraList(t, "GALERA_DIR")[0]
 	script := zkenv.Script(t, "galera.sh")
 	c := exec.Command(script, append([]string{cmd, dir}, args...)...)
@@ -117,9 +128,9 @@ func GaleraControl(t testing.TB, cmd string, args ...string) string {
 	c.Stderr = &stderr
 	out, err := c.Output()
 	if err != nil {
-		t.Fatalf("galera.sh %s %v: %v\n%s%s", cmd, args, err, out, stderr.String())
+		return "", fmt.Errorf("galera.sh %s %v: %w\n%s%s", cmd, args, err, out, stderr.String())
 	}
-	return strings.TrimSpace(string(out))
+	return strings.TrimSpace(string(out)), nil
 }
 
 // GaleraNode is the node number (1 to 3) of a DSN of GaleraDatabase's or GaleraServiceDSNs', by its
