@@ -323,7 +323,7 @@ func runNemesis(t *testing.T, run nemesisRun) bool {
 			dsn = dsns[first]
 			service := testenv.AsUser(t, dsn, testenv.GaleraServiceDSNs(t)[0])
 			if run.lie == staleReadsLie {
-				service = withParam(t, service, "wsrep_sync_wait", "0")
+				service = testenv.WithDSNParam(t, service, "wsrep_sync_wait", "0")
 			}
 			r = newReplicaAs(t, name, dsn, service, zkAddrs, append(settings, "REDIS_ADDR="+l.redis.Addr(), "MYSQL_NODES="+strings.Join(addrs, ","))...)
 		}
@@ -1191,19 +1191,6 @@ func (f *fleetUnderFire) injectGalera(fault nemesis.Fault, skip func(string) (st
 // sessions read with wsrep_sync_wait=0, which the lie makes them accept, and each writes to a node
 // of its own (fleetUnderFire.spread), so that a read may miss a commit another node acknowledged.
 const staleReadsLie = "stale-reads"
-
-// withParam is dsn with the session variable name set to value.
-func withParam(t *testing.T, dsn, name, value string) string {
-	cfg, err := mysql.ParseDSN(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cfg.Params == nil {
-		cfg.Params = map[string]string{}
-	}
-	cfg.Params[name] = value
-	return cfg.FormatDSN()
-}
 
 // unsafeFlushLie is order's ZKSTOCK_LIE for the control of durable commits on Galera: the replicas
 // accept innodb_flush_log_at_trx_commit=0, which the run sets on every node, so that a power

@@ -46,12 +46,12 @@ func TestGaleraOpenChecksTheSettings(t *testing.T) {
 	_ = s.Close()
 
 	// A DSN's own value is kept when it has bit 1, refused without.
-	if s, err := inventory.Open(ctx, withParam(t, svc[0], "wsrep_sync_wait", "3"), inventory.PoolOptions{}); err != nil {
+	if s, err := inventory.Open(ctx, testenv.WithDSNParam(t, svc[0], "wsrep_sync_wait", "3"), inventory.PoolOptions{}); err != nil {
 		t.Fatalf("open with wsrep_sync_wait=3: %v", err)
 	} else {
 		_ = s.Close()
 	}
-	_, err = inventory.Open(ctx, withParam(t, svc[0], "wsrep_sync_wait", "0"), inventory.PoolOptions{})
+	_, err = inventory.Open(ctx, testenv.WithDSNParam(t, svc[0], "wsrep_sync_wait", "0"), inventory.PoolOptions{})
 	var se *inventory.SettingError
 	if !errors.As(err, &se) || se.Name != "wsrep_sync_wait" || !errors.Is(err, inventory.ErrMisconfigured) {
 		t.Fatalf("open with wsrep_sync_wait=0: %v, want a SettingError for wsrep_sync_wait", err)
@@ -126,7 +126,7 @@ func TestGaleraConflictAtCommitIsARollback(t *testing.T) {
 	nodes := testenv.GaleraDatabase(t)
 	s1 := openStoreAt(t, nodes[0])
 	node2 := sqlDB(t, nodes[1])
-	causal1 := sqlDB(t, withParam(t, nodes[0], "wsrep_sync_wait", "1"))
+	causal1 := sqlDB(t, testenv.WithDSNParam(t, nodes[0], "wsrep_sync_wait", "1"))
 	// conflict writes the SKU's row on node 2 and waits until node 1 has applied it (which aborts
 	// the transaction holding the row there).
 	conflict := func(sku string) func() error {
@@ -171,7 +171,7 @@ func TestGaleraReadsThroughAnotherNodeAreCausal(t *testing.T) {
 	s1 := openStoreAt(t, nodes[0])
 	mustReset(t, s1, "C-1", 0)
 	writer := sqlDB(t, nodes[0])
-	plain := sqlDB(t, withParam(t, nodes[1], "wsrep_sync_wait", "0"))
+	plain := sqlDB(t, testenv.WithDSNParam(t, nodes[1], "wsrep_sync_wait", "0"))
 	s2, err := inventory.Open(ctx, nodes[1], inventory.PoolOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -421,7 +421,7 @@ func TestGaleraClusterMovesOffAnIsolatedWriter(t *testing.T) {
 func TestGaleraClusterRefusesUnsafeSettings(t *testing.T) {
 	nodes := testenv.GaleraDatabase(t)
 	for i := range nodes {
-		nodes[i] = withParam(t, nodes[i], "wsrep_sync_wait", "0")
+		nodes[i] = testenv.WithDSNParam(t, nodes[i], "wsrep_sync_wait", "0")
 	}
 	_, err := inventory.OpenCluster(context.Background(), nodes, inventory.PoolOptions{}, inventory.ClusterOptions{})
 	if !errors.Is(err, inventory.ErrMisconfigured) || !strings.Contains(err.Error(), "wsrep_sync_wait") {

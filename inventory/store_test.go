@@ -6,26 +6,9 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/go-sql-driver/mysql"
-
 	"github.com/zkstock/zkstock/internal/testenv"
 	"github.com/zkstock/zkstock/inventory"
 )
-
-// withParam is dsn with one more system variable, which the driver sets on every connection it
-// opens, as a server's global setting would be.
-func withParam(t *testing.T, dsn, name, value string) string {
-	t.Helper()
-	cfg, err := mysql.ParseDSN(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cfg.Params == nil {
-		cfg.Params = map[string]string{}
-	}
-	cfg.Params[name] = value
-	return cfg.FormatDSN()
-}
 
 // The orders of a batch and of a cart each answer with their own row's id whatever the server's
 // auto_increment_increment (Galera's wsrep_auto_increment_control makes it 3): the session's
@@ -33,7 +16,7 @@ func withParam(t *testing.T, dsn, name, value string) string {
 // purchase. Both ways of inserting several orders are checked: INSERT ... RETURNING, and one
 // statement per order (MySQL's).
 func TestOrderIDsWithAnIncrementOtherThanOne(t *testing.T) {
-	dsn := withParam(t, withParam(t, testenv.MySQLDatabase(t), "auto_increment_increment", "3"), "auto_increment_offset", "2")
+	dsn := testenv.WithDSNParam(t, testenv.WithDSNParam(t, testenv.MySQLDatabase(t), "auto_increment_increment", "3"), "auto_increment_offset", "2")
 	s := openStoreAt(t, dsn)
 	for _, returning := range []bool{true, false} {
 		s.SetInsertReturningForTest(returning)
@@ -117,13 +100,13 @@ func TestOpenOnAServerWithoutGalera(t *testing.T) {
 func TestOpenRefusesAnUnsafeCharset(t *testing.T) {
 	ctx := context.Background()
 	dsn := testenv.MySQLDatabase(t)
-	if s, err := inventory.Open(ctx, withParam(t, dsn, "charset", "gbk"), inventory.PoolOptions{}); !errors.Is(err, inventory.ErrUnsafeCharset) {
+	if s, err := inventory.Open(ctx, testenv.WithDSNParam(t, dsn, "charset", "gbk"), inventory.PoolOptions{}); !errors.Is(err, inventory.ErrUnsafeCharset) {
 		if s != nil {
 			_ = s.Close()
 		}
 		t.Fatalf("open with charset gbk: %v, want ErrUnsafeCharset", err)
 	}
-	s, err := inventory.Open(ctx, withParam(t, dsn, "charset", "latin1"), inventory.PoolOptions{})
+	s, err := inventory.Open(ctx, testenv.WithDSNParam(t, dsn, "charset", "latin1"), inventory.PoolOptions{})
 	if err != nil {
 		t.Fatalf("open with charset latin1: %v", err)
 	}

@@ -6,25 +6,9 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/go-sql-driver/mysql"
-
 	"github.com/zkstock/zkstock/internal/galeraprobe"
 	"github.com/zkstock/zkstock/internal/testenv"
 )
-
-// withSyncWait is dsn whose sessions set wsrep_sync_wait to v.
-func withSyncWait(t *testing.T, dsn, v string) string {
-	t.Helper()
-	cfg, err := mysql.ParseDSN(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cfg.Params == nil {
-		cfg.Params = map[string]string{}
-	}
-	cfg.Params["wsrep_sync_wait"] = v
-	return cfg.FormatDSN()
-}
 
 func open(t *testing.T, dsn string) *sql.DB {
 	t.Helper()
@@ -51,20 +35,20 @@ func TestGaleraStaleReads(t *testing.T) {
 		t.Fatal(err)
 	}
 	const n = 500
-	causal, err := galeraprobe.StaleReads(ctx, writer, open(t, withSyncWait(t, nodes[1], "1")), "P-1", n)
+	causal, err := galeraprobe.StaleReads(ctx, writer, open(t, testenv.WithDSNParam(t, nodes[1], "wsrep_sync_wait", "1")), "P-1", n)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if causal.Reads != n || causal.Stale != 0 {
 		t.Errorf("wsrep_sync_wait=1: %+v, want %d reads, none stale", causal, n)
 	}
-	plain, err := galeraprobe.StaleReads(ctx, writer, open(t, withSyncWait(t, nodes[1], "0")), "P-1", n)
+	plain, err := galeraprobe.StaleReads(ctx, writer, open(t, testenv.WithDSNParam(t, nodes[1], "wsrep_sync_wait", "0")), "P-1", n)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("wsrep_sync_wait=0: %d of %d stale, up to %d behind", plain.Stale, plain.Reads, plain.Behind)
 
-	tx, err := open(t, withSyncWait(t, nodes[1], "1")).BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
+	tx, err := open(t, testenv.WithDSNParam(t, nodes[1], "wsrep_sync_wait", "1")).BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -174,3 +174,18 @@ func RequireServiceUser(t testing.TB, dsn, serviceDSN string) {
 	}
 	t.Skip("MYSQL_DSN's user is the admin (servers without a service user, no MYSQL_ADMIN_DSN): nothing to check")
 }
+
+// WithDSNParam is dsn with the system variable name set to value, which the driver sets on every
+// connection it opens, as a server's global setting would be.
+func WithDSNParam(t testing.TB, dsn, name, value string) string {
+	t.Helper()
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Params == nil {
+		cfg.Params = map[string]string{}
+	}
+	cfg.Params[name] = value
+	return cfg.FormatDSN()
+}
