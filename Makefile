@@ -172,7 +172,6 @@ footprint: check-go
 ## demo: three local replicas, loadtest none against zk, report in out/ (no Docker needed); installs
 ## only the servers it runs and curl when missing (scripts/demo.sh packages); DB=galera puts the
 ## stock on a three-node MariaDB Galera cluster (demo-up too)
-DB ?=
 demo: check-go
 	DEMO_DB=$(DB) scripts/demo.sh run $(DEMO_FLAGS)
 

@@ -120,13 +120,18 @@ func TestNemesis(t *testing.T) {
 				t.Fatalf("NEMESIS_STOCK for %s: %q", mode, nemesis.PerMode(mode, envOr("NEMESIS_STOCK", "200")))
 			}
 			run := nemesisRun{db: db, mode: lockMode, lie: lie, seed: seed, duration: dur, kinds: kinds, spec: spec, stock: stock, recap: recap, name: name}
-			tries := 1
-			if nemesis.IsControl(mode) {
-				tries = controlTries
+			if !nemesis.IsControl(mode) {
+				run.lastTry = true
+				runNemesis(t, run)
+				return
 			}
+			// Each try of a control is a subtest of its own, so that its replicas, ensemble and
+			// proxies are gone (its cleanups) before the next one starts.
 			for try := 1; ; try++ {
-				run.lastTry = try == tries
-				if runNemesis(t, run) || run.lastTry || t.Failed() {
+				run.lastTry = try == controlTries
+				caught := true
+				ok := t.Run(fmt.Sprintf("seed-%d", run.seed), func(t *testing.T) { caught = runNemesis(t, run) })
+				if caught || run.lastTry || !ok {
 					break
 				}
 				run.seed++
@@ -636,6 +641,8 @@ func runNemesis(t *testing.T, run nemesisRun) bool {
 	t.Logf("%s on %s seed %d: %d ops (%d unknown, %d refused), faults %v, took effect %v, anomalies %v, linearizable %v, wall %.0fs; %s",
 		run.label(), run.db, run.seed, sum.Ops, sum.Unknown, sum.Refused, sum.Faults, sum.TookEffect, sum.Anomalies, sum.Linearizable, sum.WallS, abs)
 	switch {
+	case sum.Control && !sum.Caught && t.Failed():
+		return true // failed already, for what it logged: no next schedule
 	case sum.Control && !sum.Caught && !run.lastTry:
 		t.Logf("the negative control %s was not caught with seed %d; it runs again with seed %d; %s", run.label(), run.seed, run.seed+1, abs)
 		return false

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -39,8 +40,11 @@ type Replica struct {
 	Store *inventory.Store // nil on a Galera cluster (Options.Nodes): see Cluster
 	// Cluster is the replica's own view of the Galera cluster (Options.Nodes); nil on one server.
 	Cluster *inventory.Cluster
-	DSN     string // the database as the replica was given it (on a cluster, node 1's)
-	Fleet   string
+	// Moves counts the moves of the replica's writer on the cluster (and returns to an earlier
+	// node among them); nil on one server.
+	Moves *atomic.Int64
+	DSN   string // the database as the replica was given it (on a cluster, node 1's)
+	Fleet string
 }
 
 // Options shape the replicas; zero values mean the test servers and sensible defaults.
@@ -155,9 +159,14 @@ func Start(t testing.TB, n int, o Options) []*Replica {
 		var src inventory.Source
 		var store *inventory.Store
 		var cluster *inventory.Cluster
+		var moves *atomic.Int64
 		if nodeDSNs != nil {
+			moves = new(atomic.Int64)
 			cluster, err = inventory.OpenCluster(ctx, nodeDSNs, inventory.PoolOptions{}, inventory.ClusterOptions{ProbeInterval: o.ProbeInterval,
-				OnMove: func(from, to int) { t.Logf("%s: the writer moved from node %d to node %d", name, from+1, to+1) }})
+				OnMove: func(from, to int) {
+					moves.Add(1)
+					t.Logf("%s: the writer moved from node %d to node %d", name, from+1, to+1)
+				}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -211,7 +220,7 @@ func Start(t testing.TB, n int, o Options) []*Replica {
 		hs := httptest.NewServer(h)
 		t.Cleanup(hs.Close)
 		t.Cleanup(srv.EndStreams) // before hs.Close, which waits for every request, streams too
-		out = append(out, &Replica{Name: name, Srv: srv, URL: hs.URL, Locks: locks, Store: store, Cluster: cluster, DSN: o.DSN, Fleet: o.Fleet})
+		out = append(out, &Replica{Name: name, Srv: srv, URL: hs.URL, Locks: locks, Store: store, Cluster: cluster, Moves: moves, DSN: o.DSN, Fleet: o.Fleet})
 	}
 	return out
 }
