@@ -220,10 +220,11 @@ type fleetUnderFire struct {
 	// node i on), not all to node 1 (NEMESIS_GALERA_SPREAD=1, and the stale-reads control)
 	spread bool
 	// writer is the Galera node (1 to 3) the fleet wrote to as the next Galera fault was prepared,
-	// 0 if none carried its traffic.
-	writer int
-	ens    *testenv.ProxiedEnsemble
-	run    nemesisRun
+	// 0 if none carried its traffic; carried, whether each node carried any of it then.
+	writer  int
+	carried []bool
+	ens     *testenv.ProxiedEnsemble
+	run     nemesisRun
 
 	mu       sync.Mutex
 	windows  []nemesis.Window
@@ -952,7 +953,7 @@ func (f *fleetUnderFire) inject(fault nemesis.Fault) (what string, heal func()) 
 		dir := os.Getenv("REDIS_DIR")
 		testenv.ServersScript(t, "stop-server", dir)
 		return immediate(fmt.Sprintf("Redis stopped for %.1fs (restarted empty)", fault.Hold.Seconds()), func() { testenv.ServersScript(t, "start-server", dir) })
-	case nemesis.GaleraKill, nemesis.GaleraIsolate, nemesis.GaleraPause, nemesis.GaleraPowerFail:
+	case nemesis.GaleraKill, nemesis.GaleraIsolate, nemesis.GaleraPause, nemesis.GaleraLag, nemesis.GaleraPowerFail:
 		return f.injectGalera(fault, skip)
 	case nemesis.Switch:
 		f.mu.Lock()
@@ -993,7 +994,7 @@ func (f *fleetUnderFire) prepare(fault nemesis.Fault) {
 		f.ensembleWhole(15 * time.Second)
 	}
 	if slices.Contains(nemesis.GaleraKinds, fault.Kind) && f.nodes != nil {
-		f.writer = f.galeraWriter()
+		f.writer, f.carried = f.galeraWriter()
 	}
 }
 
@@ -1106,21 +1107,25 @@ func (f *fleetUnderFire) galeraLinks(n int) []*tcpproxy.Proxy {
 
 // galeraWriter is the fleet's writer: the node whose links carried the most traffic over 600 ms
 // (a replica's cluster sends its statements and its probes, every 500 ms, to its writer alone),
-// or 0 when none carried any.
-func (f *fleetUnderFire) galeraWriter() int {
+// or 0 when none carried any; and whether each node carried any (with the writers spread, each
+// carries some replica's).
+func (f *fleetUnderFire) galeraWriter() (writer int, carried []bool) {
 	before := make([]int64, len(f.nodes))
 	for i := range f.nodes {
 		before[i], _ = trafficOf(f.galeraLinks(i + 1))
 	}
 	time.Sleep(600 * time.Millisecond)
-	writer, most := 0, int64(0)
+	carried = make([]bool, len(f.nodes))
+	most := int64(0)
 	for i := range f.nodes {
 		after, _ := trafficOf(f.galeraLinks(i + 1))
-		if d := after - before[i]; d > most {
+		d := after - before[i]
+		carried[i] = d > 0
+		if d > most {
 			writer, most = i+1, d
 		}
 	}
-	return writer
+	return writer, carried
 }
 
 // injectGalera starts a fault on the Galera cluster (scripts/galera.sh), on the node at
@@ -1140,6 +1145,8 @@ func (f *fleetUnderFire) injectGalera(fault nemesis.Fault, skip func(string) (st
 	if fault.Node > 0 {
 		node = (max(writer, 1)-1+fault.Node-1)%len(f.nodes) + 1
 		hit = writer > 0 && node == writer
+		// With the writers spread, a node some replica writes through is that replica's writer.
+		hit = hit || f.spread && node <= len(f.carried) && f.carried[node-1]
 	}
 	n := strconv.Itoa(node)
 	var cmd, healCmd, what string
@@ -1154,6 +1161,9 @@ func (f *fleetUnderFire) injectGalera(fault nemesis.Fault, skip func(string) (st
 	case nemesis.GaleraPause:
 		cmd, healCmd, healArgs = "pause", "resume", []string{n}
 		what = fmt.Sprintf("Galera node %d paused (SIGSTOP) for %.1fs (evs.suspect_timeout %v)", node, fault.Hold.Seconds(), nemesis.GaleraSuspect)
+	case nemesis.GaleraLag:
+		cmd, healCmd, healArgs = "lag", "catch-up", []string{n}
+		what = fmt.Sprintf("Galera node %d's replication slowed for %.1fs: held back %v, let through %v, again (FLUSH TABLES WITH READ LOCK)", node, fault.Hold.Seconds(), fault.Delay, nemesis.GaleraLagGap)
 	case nemesis.GaleraPowerFail:
 		cmd, healCmd = "power-fail", "bootstrap"
 		what = fmt.Sprintf("Galera power failure: every node killed at once, bootstrapped after %.1fs", fault.Hold.Seconds())
@@ -1161,6 +1171,9 @@ func (f *fleetUnderFire) injectGalera(fault nemesis.Fault, skip func(string) (st
 	var args []string
 	if node > 0 {
 		args = []string{n}
+	}
+	if fault.Kind == nemesis.GaleraLag {
+		args = append(args, strconv.Itoa(int(fault.Delay.Milliseconds())), strconv.Itoa(int(nemesis.GaleraLagGap.Milliseconds())))
 	}
 	if _, err := testenv.GaleraRun(t, cmd, args...); err != nil {
 		return skip(err.Error())

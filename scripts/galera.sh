@@ -30,6 +30,17 @@
 #                                        peers go on as a primary component of two
 #   scripts/galera.sh rejoin DIR N       gmcast.isolate=0: it reconnects and catches up (IST); waits
 #                                        for Synced
+#   scripts/galera.sh lag DIR N [HOLD_MS GAP_MS]
+#                                        hold back node N's replication: FLUSH TABLES WITH READ LOCK,
+#                                        held by a session of its own, stops the node applying its
+#                                        peers' commits and desyncs it (Donor/Desynced), so that the
+#                                        others go on without waiting for it; a read there with
+#                                        wsrep_sync_wait=0 answers from before them, one with 1 waits
+#                                        (up to repl.causal_read_timeout, 30 s), and writes there
+#                                        wait; with HOLD_MS and GAP_MS, in pulses (held, released,
+#                                        again): replication slowed, the node up to HOLD_MS behind
+#   scripts/galera.sh catch-up DIR N     end the lag (the session is killed): the node applies what it
+#                                        missed and is Synced again; waits for Synced
 #   scripts/galera.sh power-fail DIR     kill -9 every node at once
 #   scripts/galera.sh bootstrap DIR      after a power failure: recover every node's position,
 #                                        bootstrap the cluster from the most advanced (marked
@@ -267,6 +278,7 @@ wait_gone() { # wait_gone PID
 stop_node() { # stop_node DIR N SIGNAL
 	local f pid
 	f="$(node_dir "$1" "$2")/pid"
+	rm -f "$(node_dir "$1" "$2")/lag.id" # a lag's session ends with its node
 	[ -f "$f" ] || return 0
 	pid=$(cat "$f")
 	kill -CONT "$pid" 2>/dev/null || return 0
@@ -441,6 +453,52 @@ cmd_rejoin() {
 	echo "node $2 synced after $(since "$t0") s"
 }
 
+# lag DIR N [HOLD_MS GAP_MS]: a client of its own holds FLUSH TABLES WITH READ LOCK on node N (its
+# connection id in nodeN/lag.id) until catch-up kills it, or 600 s pass; with HOLD_MS and GAP_MS,
+# in pulses: held HOLD_MS, released GAP_MS, again, so that the node applies its peers' commits
+# only in the gaps and runs up to HOLD_MS behind them.
+cmd_lag() {
+	local dir=$1 i=$2 hold=${3:-} gap=${4:-} n deadline
+	n=$(node_dir "$dir" "$i")
+	[ -s "$n/lag.id" ] && die "node $i lags already"
+	if [ -n "$hold" ]; then
+		[[ $hold =~ ^[1-9][0-9]*$ && $gap =~ ^[1-9][0-9]*$ ]] || die "lag: HOLD_MS and GAP_MS are milliseconds, not '$hold' '$gap'"
+	fi
+	rm -f "$n/lag.out"
+	# the statements come from a loop whose output only the pipe takes: a caller that reads this
+	# script's output to its end must not wait for them
+	(
+		echo "SELECT CONNECTION_ID(); FLUSH TABLES WITH READ LOCK; SELECT 'held';"
+		if [ -z "$hold" ]; then
+			echo "DO SLEEP(600);"
+		else
+			for ((k = 0; k < 600000 / (hold + gap); k++)); do
+				printf 'DO SLEEP(%d.%03d); UNLOCK TABLES; DO SLEEP(%d.%03d); FLUSH TABLES WITH READ LOCK;\n' \
+					$((hold / 1000)) $((hold % 1000)) $((gap / 1000)) $((gap % 1000))
+			done
+		fi
+	) 2>/dev/null </dev/null | setsid timeout 600 mariadb --defaults-file="$dir/admin.cnf" -S "$n/mysql.sock" -N -B -n >"$n/lag.out" 2>&1 &
+	disown
+	deadline=$((SECONDS + 10))
+	until grep -qx held "$n/lag.out" 2>/dev/null; do
+		[ $SECONDS -lt $deadline ] || { cat "$n/lag.out" >&2 2>/dev/null; die "node $i: FLUSH TABLES WITH READ LOCK not held within 10 s"; }
+		sleep 0.05
+	done
+	head -1 "$n/lag.out" >"$n/lag.id"
+	log "node $i lags: its replication held back${hold:+ in pulses (${hold} ms held, ${gap} ms released)} (session $(cat "$n/lag.id"))"
+}
+
+cmd_catch_up() {
+	local dir=$1 i=$2 n t0
+	n=$(node_dir "$dir" "$i")
+	[ -s "$n/lag.id" ] || die "node $i does not lag"
+	t0=$(now)
+	sql "$dir" "$i" "KILL $(cat "$n/lag.id")" || die "node $i: the lag's session not killed"
+	rm -f "$n/lag.id" "$n/lag.out"
+	wait_synced "$dir" 60 "$i"
+	echo "node $i synced after $(since "$t0") s"
+}
+
 cmd_power_fail() {
 	local dir=$1 i pids=()
 	for i in 1 2 3; do
@@ -494,7 +552,12 @@ status) cmd_status "$dir" ;;
 wait-synced) t0=$(now); wait_synced "$dir" "${3:-60}"; echo "synced after $(since "$t0") s" ;;
 power-fail) cmd_power_fail "$dir" ;;
 bootstrap) cmd_bootstrap "$dir" ;;
-kill | restart | stop-node | sst | pause | resume | isolate | rejoin)
+lag)
+	[ $# -eq 3 ] || [ $# -eq 5 ] || usage
+	need_node "$3"
+	cmd_lag "$dir" "$3" "${4:-}" "${5:-}"
+	;;
+kill | restart | stop-node | sst | pause | resume | isolate | rejoin | catch-up)
 	[ $# -eq 3 ] || usage
 	need_node "$3"
 	case $cmd in
@@ -506,6 +569,7 @@ kill | restart | stop-node | sst | pause | resume | isolate | rejoin)
 	resume) cmd_resume "$dir" "$3" ;;
 	isolate) cmd_isolate "$dir" "$3" ;;
 	rejoin) cmd_rejoin "$dir" "$3" ;;
+	catch-up) cmd_catch_up "$dir" "$3" ;;
 	esac
 	;;
 *) usage ;;

@@ -54,6 +54,11 @@ const (
 	// GaleraPause SIGSTOPs a node past evs.suspect_timeout (5 s), so that its peers go on without
 	// it, then SIGCONTs it: a node that answers again from an old view, until it learns it left.
 	GaleraPause Kind = "galera-pause"
+	// GaleraLag slows a node's replication for the window (scripts/galera.sh lag, in pulses): the
+	// node applies its peers' commits, which go on without it, only GaleraLagGap in every
+	// Fault.Delay + GaleraLagGap, so it runs up to Fault.Delay behind them, and catches up after.
+	// A read there that is not causal answers from before them; a causal one waits.
+	GaleraLag Kind = "galera-lag"
 	// GaleraPowerFail kills every node at once and bootstraps the cluster from the most advanced
 	// after the window: what the cluster acknowledged must survive it.
 	GaleraPowerFail Kind = "galera-power-fail"
@@ -64,10 +69,10 @@ var Kinds = []Kind{Kill, Pause, PauseAtCommit, CutZK, CutDB, CutRedis, Isolate, 
 
 // NamedKinds are kinds drawn only when named (NEMESIS_FAULTS), never under "all": a kind added to
 // Kinds would draw every seed's schedule anew.
-var NamedKinds = []Kind{LoseCommitReply, GaleraKill, GaleraIsolate, GaleraPause, GaleraPowerFail}
+var NamedKinds = []Kind{LoseCommitReply, GaleraKill, GaleraIsolate, GaleraPause, GaleraLag, GaleraPowerFail}
 
 // GaleraKinds act on a Galera cluster: a run on one server refuses them (CheckDB).
-var GaleraKinds = []Kind{GaleraKill, GaleraIsolate, GaleraPause, GaleraPowerFail}
+var GaleraKinds = []Kind{GaleraKill, GaleraIsolate, GaleraPause, GaleraLag, GaleraPowerFail}
 
 // SingleServerKinds act on the one MariaDB server: a run on Galera refuses them when named, and
 // leaves them out of "all" (CheckDB).
@@ -100,7 +105,7 @@ func CheckDB(db, spec string, kinds []Kind) ([]Kind, error) {
 				continue
 			}
 			if !all {
-				return nil, fmt.Errorf("nemesis: %s acts on one MariaDB server, and this run is on Galera: name galera-kill, galera-pause or galera-power-fail instead", k)
+				return nil, fmt.Errorf("nemesis: %s acts on one MariaDB server, and this run is on Galera: name galera-kill, galera-pause, galera-lag or galera-power-fail instead", k)
 			}
 		}
 		return out, nil
@@ -169,9 +174,10 @@ type Fault struct {
 	Hold time.Duration `json:"hold_ns"` // until the fault is healed (0 for a switch: it lasts as long as it waits)
 	// Replica is the replica's index for the kinds about one replica (and the one a switch goes
 	// through), -1 otherwise.
-	Replica int           `json:"replica"`
-	Mode    string        `json:"mode,omitempty"`     // Switch: the mode switched to
-	Delay   time.Duration `json:"delay_ns,omitempty"` // Slow: each way
+	Replica int    `json:"replica"`
+	Mode    string `json:"mode,omitempty"` // Switch: the mode switched to
+	// Delay is Slow's delay each way, and how far behind a GaleraLag's node runs at most.
+	Delay time.Duration `json:"delay_ns,omitempty"`
 	// Follower is FollowerCut's follower: the first (0) or second (1) of the two, in id order.
 	Follower int `json:"follower,omitempty"`
 	// Node is the Galera node a Galera kind acts on, by its place from the fleet's writer as the
@@ -194,7 +200,10 @@ func (f Fault) String() string {
 	if f.Mode != "" {
 		s += " → " + f.Mode
 	}
-	if f.Delay > 0 {
+	switch {
+	case f.Delay > 0 && f.Kind == GaleraLag:
+		s += fmt.Sprintf(" (up to %v behind)", f.Delay)
+	case f.Delay > 0:
 		s += fmt.Sprintf(" (+%v each way)", f.Delay)
 	}
 	if f.Kind == FollowerCut {
@@ -225,6 +234,9 @@ type Plan struct {
 	Nodes int
 }
 
+// GaleraLagGap is how long a lagging node's replication is let through between two holds.
+const GaleraLagGap = 100 * time.Millisecond
+
 // GaleraSuspect is Galera's evs.suspect_timeout, the default scripts/galera.sh keeps: a node
 // silent for longer is dropped from the primary component by its peers.
 const GaleraSuspect = 5 * time.Second
@@ -234,7 +246,7 @@ const GaleraSuspect = 5 * time.Second
 // kinds have one, so that the other kinds' schedules stay as they were drawn before them.
 func settle(k Kind) time.Duration {
 	switch k {
-	case GaleraKill, GaleraIsolate, GaleraPause:
+	case GaleraKill, GaleraIsolate, GaleraPause, GaleraLag:
 		return 5 * time.Second
 	case GaleraPowerFail:
 		return 15 * time.Second
@@ -318,6 +330,10 @@ func Schedule(p Plan) []Fault {
 		case GaleraPause:
 			// Past the peers' suspicion, so that they go on without the node, and up to twice it.
 			f.Hold = between(GaleraSuspect+time.Second, 2*GaleraSuspect)
+			f.Node = drawNode()
+		case GaleraLag:
+			f.Hold = between(2*time.Second, 8*time.Second)
+			f.Delay = between(100*time.Millisecond, 500*time.Millisecond).Round(time.Millisecond)
 			f.Node = drawNode()
 		case GaleraPowerFail:
 			f.Hold = between(time.Second, 4*time.Second)
@@ -411,7 +427,7 @@ func resources(f Fault) []string {
 		return []string{"redis"}
 	case Switch:
 		return []string{"fleet"}
-	case GaleraKill, GaleraIsolate, GaleraPause, GaleraPowerFail:
+	case GaleraKill, GaleraIsolate, GaleraPause, GaleraLag, GaleraPowerFail:
 		// One at a time: two nodes of three down at once leave no primary component, which is
 		// the power failure's own fault, not theirs.
 		return []string{"galera"}

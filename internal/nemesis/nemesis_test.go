@@ -269,7 +269,7 @@ func TestGaleraKindsOnlyWhenNamed(t *testing.T) {
 // A Galera schedule hits each node, one Galera fault at a time with the recovery after it left
 // free, a pause always past the peers' suspicion; the replica kinds mixed in keep their targets.
 func TestGaleraSchedule(t *testing.T) {
-	kinds, err := ParseKinds("galera-kill,galera-isolate,galera-pause,galera-power-fail,kill,cut-db")
+	kinds, err := ParseKinds("galera-kill,galera-isolate,galera-pause,galera-lag,galera-power-fail,kill,cut-db")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -286,7 +286,7 @@ func TestGaleraSchedule(t *testing.T) {
 	var last *Fault
 	for i, f := range fs {
 		switch f.Kind {
-		case GaleraKill, GaleraIsolate, GaleraPause:
+		case GaleraKill, GaleraIsolate, GaleraPause, GaleraLag:
 			if f.Node < 1 || f.Node > 3 || f.Replica != -1 {
 				t.Fatalf("%v: node %d, replica %d", f, f.Node, f.Replica)
 			}

@@ -170,7 +170,7 @@ type Window struct {
 // kindColors colour the fault windows, one per kind, in the order of Kinds and NamedKinds.
 var kindColors = []string{"#e41a1c", "#984ea3", "#6a3d9a", "#377eb8", "#4daf4a", "#a6cee3", "#ff7f00", "#b2df8a",
 	"#a65628", "#1b9e77", "#f781bf", "#999999", "#fb9a99", "#fdbf6f", "#8dd3c7",
-	"#e7298a", "#bc80bd", "#66a61e", "#1f78b4"}
+	"#e7298a", "#bc80bd", "#66a61e", "#1f78b4", "#b15928"}
 
 // KindColor is the colour of a kind's windows.
 func KindColor(k Kind) string {
