@@ -83,7 +83,7 @@ nemesis: check-go
 ## a pause at a COMMIT, all 14 kinds between them), about 9 minutes in all on 2 shared cores (the
 ## whole CI's budget is 40 minutes; docs/reliability.md has a run's table); a control not caught
 ## runs again on the next seed, and fails it when three schedules in a row miss it; then
-## test-nemesis-galera (below, about 3 minutes more)
+## test-nemesis-galera (below, about 4 minutes more)
 NEMESIS_CI_MODES ?= zk,zk-batch,redis-fenced,db-cas,db-forupdate,none,zk-unfenced,redis,zk+soldout-cache,zk+unconfirmed-not-sold,zk-unfenced+switch-no-drain
 NEMESIS_CI_SEEDS ?= 383,517,165,286,220,1,2,1,1,1,1
 NEMESIS_CI_DURATION ?= none=15s;zk-unfenced=50s;redis=40s;zk+soldout-cache=15s;zk+unconfirmed-not-sold=20s;*=25s
@@ -99,11 +99,14 @@ test-nemesis: check-go
 ## in zk on a three-node Galera cluster of its own, 25 s, seed 248 (the writer node killed, a power
 ## failure and its bootstrap, pauses at a COMMIT, COMMIT replies lost, a replica killed), then the
 ## control zk+unsafe-flush (innodb_flush_log_at_trx_commit=0 on every node, a power failure: it
-## must be caught losing acknowledged orders), 30 s, seed 1; about 3 minutes with the servers' start
-NEMESIS_CI_GALERA_MODE ?= zk,zk+unsafe-flush
-NEMESIS_CI_GALERA_SEED ?= 248,1
-NEMESIS_CI_GALERA_DURATION ?= zk+unsafe-flush=30s;*=25s
-NEMESIS_CI_GALERA_FAULTS ?= zk+unsafe-flush=galera-power-fail;*=galera-kill,galera-isolate,galera-pause,galera-power-fail,pause-at-commit,lose-commit-reply,cut-db,kill
+## must be caught losing acknowledged orders), 30 s, seed 1, and the control zk+stale-reads
+## (wsrep_sync_wait=0, each replica writing to a node of its own, nodes lagging: it must be caught
+## reading a stock from before acknowledged purchases), 30 s, seed 1; about 4 minutes with the
+## servers' start
+NEMESIS_CI_GALERA_MODE ?= zk,zk+unsafe-flush,zk+stale-reads
+NEMESIS_CI_GALERA_SEED ?= 248,1,1
+NEMESIS_CI_GALERA_DURATION ?= zk+unsafe-flush=30s;zk+stale-reads=30s;*=25s
+NEMESIS_CI_GALERA_FAULTS ?= zk+unsafe-flush=galera-power-fail;zk+stale-reads=galera-lag;*=galera-kill,galera-isolate,galera-pause,galera-power-fail,pause-at-commit,lose-commit-reply,cut-db,kill
 test-nemesis-galera: check-go
 	$(SERVERS) run --no-ensemble --galera -- env ZKSTOCK_FAULTS=1 NEMESIS=1 NEMESIS_DB=galera NEMESIS_MODE='$(NEMESIS_CI_GALERA_MODE)' \
 		NEMESIS_SEED='$(NEMESIS_CI_GALERA_SEED)' NEMESIS_DURATION='$(NEMESIS_CI_GALERA_DURATION)' NEMESIS_FAULTS='$(NEMESIS_CI_GALERA_FAULTS)' \
