@@ -41,15 +41,19 @@ func budget(ctx context.Context) (context.Context, context.CancelFunc) {
 // unanswered transaction first: a COMMIT stuck executing on the server (behind BACKUP STAGE
 // BLOCK_COMMIT, say) would otherwise block the locking read past the budget, and apply whenever
 // it is let through, however long after it was sent. It asks the store the transaction ran on
-// (settledAt), and answers the store it asked for the look-ups that follow.
+// (settledAt), or, once that node has left its cluster, a store of the cluster that has its final
+// outcome (Source.StoreAfter); and answers the store it asked for the look-ups that follow.
 func (e *Engine) resolveKey(ctx context.Context, key string, cause error) (context.Context, context.CancelFunc, *inventory.Store, error) {
 	ctx, cancel := budget(ctx)
-	at, err := e.settledAt(cause)
+	at, after, err := e.settledAt(ctx, cause)
 	if err != nil {
 		return ctx, cancel, nil, err
 	}
 	// On failure the look-ups below still decide, once the transaction has ended.
-	ended := endTransaction(ctx, at, cause)
+	var ended error
+	if !after {
+		ended = endTransaction(ctx, at, cause)
+	}
 	for {
 		_, found, err := at.ResolveRequest(ctx, key)
 		switch {
@@ -57,6 +61,12 @@ func (e *Engine) resolveKey(ctx context.Context, key string, cause error) (conte
 			return ctx, cancel, at, fmt.Errorf("%w: %w", errNotCommitted, cause)
 		case err == nil:
 			return ctx, cancel, at, nil
+		}
+		if !after {
+			if s, ok := e.src.StoreAfter(ctx, inventory.UnansweredConn(cause).Addr); ok {
+				at, after = s, true
+				continue
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -69,20 +79,24 @@ func (e *Engine) resolveKey(ctx context.Context, key string, cause error) (conte
 // settledAt is the store that settles the transaction whose COMMIT went unanswered in cause: the
 // one it ran on (ServerConn.Addr). On a cluster that is the node, not the writer now: only that
 // node can end the transaction, and only its locking reads wait for it, where another node's
-// look-up could miss a COMMIT still on its way and answer it not made. When the source has that
-// node no longer open, the outcome is unknown. A batch that panicked names no connection: the
-// panic was recovered in the goroutine that ran its COMMIT, if it sent one, so none is on its way,
-// and the writer's causal reads see whatever it committed.
-func (e *Engine) settledAt(cause error) (*inventory.Store, error) {
+// look-up could miss a COMMIT still on its way and answer it not made; unless the node has left
+// the cluster, when the transaction's outcome is final on the others (Source.StoreAfter, after
+// true). When the source has that node no longer open, the outcome is unknown. A batch that
+// panicked names no connection: the panic was recovered in the goroutine that ran its COMMIT, if
+// it sent one, so none is on its way, and the writer's causal reads see whatever it committed.
+func (e *Engine) settledAt(ctx context.Context, cause error) (at *inventory.Store, after bool, err error) {
 	if errors.Is(cause, errBatchPanicked) {
-		return e.src.Store(), nil
+		return e.src.Store(), false, nil
 	}
 	addr := inventory.UnansweredConn(cause).Addr
+	if s, ok := e.src.StoreAfter(ctx, addr); ok {
+		return s, true, nil
+	}
 	at, ok := e.src.StoreAt(addr)
 	if !ok {
-		return nil, fmt.Errorf("%w: %w (the node it ran on, %s, is not open)", errOutcomeUnknown, cause, addr)
+		return nil, false, fmt.Errorf("%w: %w (the node it ran on, %s, is not open)", errOutcomeUnknown, cause, addr)
 	}
-	return at, nil
+	return at, false, nil
 }
 
 // endTransaction ends the transaction whose COMMIT went unanswered in cause, when cause names its
@@ -178,11 +192,14 @@ func madeAll(cause error, orders []inventory.Order) (made, known bool) {
 func (e *Engine) resolveCancel(ctx context.Context, id int64, cause error, log Log) (inventory.CancelResult, error) {
 	ctx, cancel := budget(ctx)
 	defer cancel()
-	at, err := e.settledAt(cause)
+	at, after, err := e.settledAt(ctx, cause)
 	if err != nil {
 		return inventory.CancelResult{}, err
 	}
-	ended := endTransaction(ctx, at, cause) // as resolveKey
+	var ended error
+	if !after {
+		ended = endTransaction(ctx, at, cause) // as resolveKey
+	}
 	for {
 		o, err := at.ResolveCancel(ctx, id)
 		switch {
@@ -202,6 +219,12 @@ func (e *Engine) resolveCancel(ctx context.Context, id int64, cause error, log L
 				remaining = prod.Stock
 			}
 			return inventory.CancelResult{Order: o, Remaining: remaining, Replayed: true}, nil
+		}
+		if !after {
+			if s, ok := e.src.StoreAfter(ctx, inventory.UnansweredConn(cause).Addr); ok {
+				at, after = s, true
+				continue
+			}
 		}
 		select {
 		case <-ctx.Done():

@@ -35,17 +35,35 @@ func (e *Engine) settle(ctx context.Context, ch change, err error, log Log) erro
 		if at, ok := e.src.StoreAt(inventory.UnansweredConn(err).Addr); ok {
 			bound = max(bound, at.CommitBound()) // the node the COMMIT went to knows its sessions' wait_timeout
 		}
-		wait := time.Until(unanswered.Add(bound))
-		log.Warn("outcome unknown: keeping the lock until the commit can no longer apply", "wait", wait.String())
-		if wait > 0 {
-			time.Sleep(wait)
-		}
+		deadline := unanswered.Add(bound)
+		log.Warn("outcome unknown: keeping the lock until the commit can no longer apply, or its node has left the cluster", "wait", time.Until(deadline).String())
+		rerr = e.settleAfter(ctx, ch, err, rerr, deadline)
 	}
 	if e.cfg.Lies.UnconfirmedNotSold {
 		return errPlantedNotSold
 	}
 	return rerr
 }
+
+// settleAfter waits until deadline, when a COMMIT not yet on the server can no longer apply, and
+// returns rerr, the outcome unknown; unless, before it, the node the COMMIT went to has left its
+// cluster (Source.StoreAfter), when it resolves the change again, there, at once.
+func (e *Engine) settleAfter(ctx context.Context, ch change, cause, rerr error, deadline time.Time) error {
+	addr := inventory.UnansweredConn(cause).Addr
+	for {
+		wait := time.Until(deadline)
+		if wait <= 0 {
+			return rerr
+		}
+		if _, ok := e.src.StoreAfter(ctx, addr); ok {
+			return ch.resolve(ctx, cause)
+		}
+		time.Sleep(min(wait, afterPoll))
+	}
+}
+
+// afterPoll is how often settleAfter asks whether the node has left.
+const afterPoll = 250 * time.Millisecond
 
 // errPlantedNotSold is the planted lie UnconfirmedNotSold's error: answered as not made.
 var errPlantedNotSold = errors.New("planted lie: an unconfirmed COMMIT answered as not made")

@@ -1,0 +1,68 @@
+package order_test
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/zkstock/zkstock/internal/tcpproxy"
+	"github.com/zkstock/zkstock/internal/testenv"
+	"github.com/zkstock/zkstock/order"
+)
+
+// A purchase's COMMIT goes unanswered on the writer's node, which then dies. The service settles
+// it on the nodes left once the cluster has evicted the dead one (inventory.Cluster.StoreAfter),
+// where it used to keep the product's lock until the commit bound had passed and answer
+// outcome_unknown: 201 when the COMMIT was applied there (its writeset reached every member
+// before the node committed it), 503 storage_unavailable, nothing sold, when it never reached
+// the node. Either answer is what the surviving nodes hold.
+func TestGaleraUnansweredCommitOnAKilledNodeSettlesOnTheSurvivors(t *testing.T) {
+	for _, applied := range []bool{true, false} {
+		t.Run(fmt.Sprintf("applied=%v", applied), func(t *testing.T) {
+			nodes := testenv.GaleraDatabase(t)
+			proxies := make([]*tcpproxy.Proxy, len(nodes))
+			proxied := make([]string, len(nodes))
+			for i, n := range nodes {
+				proxies[i], proxied[i] = tcpproxy.ProxiedDSN(t, n, nil)
+			}
+			r := newCluster(t, 1, clusterOpts{Nodes: proxied, Mode: order.ModeZK})[0]
+			writer := r.Cluster.Writer()
+			victim := strconv.Itoa(writer + 1)
+			const sku = "gs-a"
+			resetStock(t, r, sku, 10)
+			key := fmt.Sprintf("gs-%v", applied)
+
+			// The COMMIT reaches the node and commits there, or never reaches it; either way its
+			// connection is closed before an answer, and the node cannot be reached again.
+			if applied {
+				proxies[writer].CutAfterQuery(isCommit, true)
+			} else {
+				proxies[writer].DropQueryAndHold(isCommit)
+			}
+			answered := make(chan reply, 1)
+			start := time.Now()
+			go func() { answered <- buy(t, r, sku, 1, key) }()
+			time.Sleep(500 * time.Millisecond) // the purchase's COMMIT is sent within it
+			testenv.GaleraControl(t, "kill", victim)
+			t.Cleanup(func() { t.Logf("node %s: %s", victim, testenv.GaleraControl(t, "restart", victim)) })
+			rep := <-answered
+			took := time.Since(start)
+
+			survivor := verifyStore(t, nodes[(writer+1)%len(nodes)])
+			orders := orderCount(t, survivor, key)
+			t.Logf("the writer's node %s killed after its COMMIT went unanswered: %s after %v; %d order under the key on the survivors",
+				victim, rep.codeLine(), took.Round(time.Millisecond), orders)
+			switch {
+			case applied && (rep.status != 201 || orders != 1):
+				t.Fatalf("a COMMIT applied before its node died: %d %s, %d orders; want 201 and its order", rep.status, rep.raw, orders)
+			case !applied && (rep.status != 503 || rep.code() != "storage_unavailable" || orders != 0 || !strings.Contains(rep.raw, "nothing was sold")):
+				t.Fatalf("a COMMIT that never reached its node, which died: %d %s, %d orders; want 503 storage_unavailable, nothing sold", rep.status, rep.raw, orders)
+			}
+			if a := directAudit(t, survivor, sku); a.Stock != 10-int64(orders) || a.Oversold != 0 || a.LostUpdates != 0 {
+				t.Fatalf("audit on the survivors: %+v", a)
+			}
+		})
+	}
+}
