@@ -1,7 +1,6 @@
 package order_test
 
 import (
-	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,15 +11,28 @@ import (
 	"github.com/zkstock/zkstock/order"
 )
 
-// A purchase's COMMIT goes unanswered on the writer's node, which then dies. The service settles
-// it on the nodes left once the cluster has evicted the dead one (inventory.Cluster.StoreAfter),
-// where it used to keep the product's lock until the commit bound had passed and answer
-// outcome_unknown: 201 when the COMMIT was applied there (its writeset reached every member
-// before the node committed it), 503 storage_unavailable, nothing sold, when it never reached
-// the node. Either answer is what the surviving nodes hold.
+// A purchase's COMMIT goes unanswered on the writer's node, which then dies or freezes. The
+// service settles it on the nodes left once the cluster has evicted that node
+// (inventory.Cluster.StoreAfter), where it used to keep the product's lock until the commit bound
+// had passed and answer outcome_unknown: 201 when the COMMIT was applied there (its writeset
+// reached every member before the node committed it), 503 storage_unavailable, nothing sold,
+// when it never reached the node. Either answer is what the surviving nodes hold.
 func TestGaleraUnansweredCommitOnAKilledNodeSettlesOnTheSurvivors(t *testing.T) {
-	for _, applied := range []bool{true, false} {
-		t.Run(fmt.Sprintf("applied=%v", applied), func(t *testing.T) {
+	for _, c := range []struct {
+		name        string
+		applied     bool
+		fault, heal string
+		arm         func(*tcpproxy.Proxy)
+	}{
+		// applied, and the node unreachable from then on
+		{"applied", true, "kill", "restart", func(p *tcpproxy.Proxy) { p.CutAfterQuery(isCommit, true) }},
+		// never applied: the node saw its client go before the COMMIT
+		{"not-applied", false, "kill", "restart", func(p *tcpproxy.Proxy) { p.DropQueryAndHold(isCommit) }},
+		// never applied, and the COMMIT waits for a reply from a frozen node until its read timeout
+		{"frozen", false, "pause", "resume", func(p *tcpproxy.Proxy) { p.BlackHoleQuery(isCommit) }},
+	} {
+		applied := c.applied
+		t.Run(c.name, func(t *testing.T) {
 			nodes := testenv.GaleraDatabase(t)
 			proxies := make([]*tcpproxy.Proxy, len(nodes))
 			proxied := make([]string, len(nodes))
@@ -32,28 +44,24 @@ func TestGaleraUnansweredCommitOnAKilledNodeSettlesOnTheSurvivors(t *testing.T) 
 			victim := strconv.Itoa(writer + 1)
 			const sku = "gs-a"
 			resetStock(t, r, sku, 10)
-			key := fmt.Sprintf("gs-%v", applied)
-
-			// The COMMIT reaches the node and commits there, or never reaches it; either way its
-			// connection is closed before an answer, and the node cannot be reached again.
-			if applied {
-				proxies[writer].CutAfterQuery(isCommit, true)
-			} else {
-				proxies[writer].DropQueryAndHold(isCommit)
-			}
+			key := "gs-" + c.name
+			c.arm(proxies[writer])
 			answered := make(chan reply, 1)
 			start := time.Now()
 			go func() { answered <- buy(t, r, sku, 1, key) }()
 			time.Sleep(500 * time.Millisecond) // the purchase's COMMIT is sent within it
-			testenv.GaleraControl(t, "kill", victim)
-			t.Cleanup(func() { t.Logf("node %s: %s", victim, testenv.GaleraControl(t, "restart", victim)) })
+			testenv.GaleraControl(t, c.fault, victim)
+			t.Cleanup(func() {
+				t.Logf("node %s: %s %s", victim, c.heal, testenv.GaleraControl(t, c.heal, victim))
+				t.Logf("node %s: %s", victim, testenv.GaleraControl(t, "wait-synced"))
+			})
 			rep := <-answered
 			took := time.Since(start)
 
 			survivor := verifyStore(t, nodes[(writer+1)%len(nodes)])
 			orders := orderCount(t, survivor, key)
-			t.Logf("the writer's node %s killed after its COMMIT went unanswered: %s after %v; %d order under the key on the survivors",
-				victim, rep.codeLine(), took.Round(time.Millisecond), orders)
+			t.Logf("the writer's node %s (%s) after its COMMIT went unanswered: %s after %v; %d order under the key on the survivors",
+				victim, c.fault, rep.codeLine(), took.Round(time.Millisecond), orders)
 			switch {
 			case applied && (rep.status != 201 || orders != 1):
 				t.Fatalf("a COMMIT applied before its node died: %d %s, %d orders; want 201 and its order", rep.status, rep.raw, orders)
