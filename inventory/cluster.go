@@ -73,6 +73,9 @@ type ClusterOptions struct {
 	ReturnAfter time.Duration
 	// OnMove, if set, is called after each move of the writer, with the nodes' indexes.
 	OnMove func(from, to int)
+	// Log takes the monitor's warnings (a failed check, a node not ready to take over, a move);
+	// default slog.Default().
+	Log *slog.Logger
 }
 
 // OpenCluster opens the cluster at dsns (one per node, go-sql-driver syntax; each node's Store as
@@ -92,6 +95,9 @@ func OpenCluster(ctx context.Context, dsns []string, pool PoolOptions, opts Clus
 	}
 	if opts.ReturnAfter == 0 {
 		opts.ReturnAfter = 10 * time.Second
+	}
+	if opts.Log == nil {
+		opts.Log = slog.Default()
 	}
 	c := &Cluster{dsns: dsns, pool: pool, opts: opts, stores: make([]*Store, len(dsns)), probes: make([]*sql.DB, len(dsns)), incoming: make([]string, len(dsns)), probe: make(chan struct{}, 1), done: make(chan struct{})}
 	var errs []error
@@ -321,7 +327,7 @@ func (c *Cluster) monitor(ctx context.Context) {
 			return
 		}
 		if err != nil {
-			slog.Warn("inventory: the writer's node failed its check", "node", w.node, "err", err)
+			c.opts.Log.Warn("inventory: the writer's node failed its check", "node", w.node, "err", err)
 			c.move(ctx, w)
 			back = returning{}
 			continue
@@ -362,7 +368,7 @@ func (c *Cluster) returnTo(ctx context.Context, w *member, back *returning) {
 // setWriter makes node to, whose Store is s, the writer in from's place.
 func (c *Cluster) setWriter(from, to int, s *Store) {
 	c.writer.Store(&member{node: to, store: s, since: time.Now()})
-	slog.Warn("inventory: the writer moved", "from", from, "to", to)
+	c.opts.Log.Warn("inventory: the writer moved", "from", from, "to", to)
 	if c.opts.OnMove != nil {
 		c.opts.OnMove(from, to)
 	}
@@ -396,7 +402,7 @@ func (c *Cluster) move(ctx context.Context, w *member) {
 		}
 		s, err := c.ready(ctx, i)
 		if err != nil {
-			slog.Warn("inventory: node not ready to take over", "node", i, "err", err)
+			c.opts.Log.Warn("inventory: node not ready to take over", "node", i, "err", err)
 			continue
 		}
 		c.setWriter(w.node, i, s)

@@ -145,6 +145,7 @@ func openDatabase(ctx context.Context, cfg Config, log *slog.Logger) (database, 
 		return database{src: s, close: s.Close, migrateDSN: func() string { return migrateDSNs[0] }}, nil
 	}
 	c, err := inventory.OpenCluster(ctx, dsns, inventory.PoolOptions{}, inventory.ClusterOptions{
+		Log: log,
 		OnMove: func(from, to int) {
 			log.Warn("database: the writer moved to another node", "from", cfg.MySQLNodes[from], "to", cfg.MySQLNodes[to])
 		},
