@@ -566,6 +566,9 @@ func runNemesis(t *testing.T, run nemesisRun) bool {
 		if st.RefusalsUnchecked > 0 {
 			f.note("history %d: %d of %d refusals could not be looked up", p+1, st.RefusalsUnchecked, st.Refused)
 		}
+		if st.DoneUnchecked > 0 {
+			f.note("history %d: %d changes answered done could not be looked up", p+1, st.DoneUnchecked)
+		}
 		if st.BadRequests+st.BadAnswers > 0 {
 			f.note("history %d: %d requests answered 400, %d answers without the documented fields: %s", p+1, st.BadRequests, st.BadAnswers, strings.Join(st.Problems, " | "))
 		}

@@ -149,6 +149,9 @@ type Stats struct {
 	// no replica could be asked about. A refusal other than out_of_stock is left out of the
 	// history: it changed nothing, so no operation can have seen it.
 	Refused, BrokenPromises, RefusalsUnchecked int
+	// DoneUnchecked counts the changes answered done (each looked up after the history too: one
+	// found not made is a broken promise) that no replica could be asked about.
+	DoneUnchecked int
 }
 
 // History is a recorded history, ready to check.
@@ -158,8 +161,9 @@ type History struct {
 	Ops         []porcupine.Operation
 	Annotations []porcupine.Annotation // the lock-mode switches
 	Stats       Stats
-	// Broken are the operations answered "nothing was changed" and found made after the history:
-	// each an anomaly, whatever Porcupine says of the history.
+	// Broken are the operations whose answer a look-up after the history found untrue ("nothing
+	// was changed" found made, done found not made): each an anomaly, whatever Porcupine says of
+	// the history.
 	Broken []BrokenPromise
 	Took   time.Duration // wall time of the recording
 }
@@ -274,6 +278,7 @@ func (r *Recorder) Stop() (*History, error) {
 			r.resolve()
 		}
 		r.checkRefusals()
+		r.checkDone()
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		var kept []porcupine.Operation

@@ -20,17 +20,26 @@ type refusal struct {
 	req request
 }
 
-// BrokenPromise is an operation answered "nothing was changed" that was found made after the
-// history: the answer that makes a client send it again, under a new key, and buy twice.
+// BrokenPromise is an answer about a change that a look-up after the history found untrue: one
+// answered "nothing was changed" and found made (the answer that makes a client send it again,
+// under a new key, and buy twice), or one answered done (a 201, a cancellation's 200) and found
+// not made (a sale the database lost).
 type BrokenPromise struct {
 	Kind   Kind
-	Answer string // as answered: "503 storage_unavailable", "409 out_of_stock"
+	Answer string // as answered: "503 storage_unavailable", "409 out_of_stock", "201"
 	// Metadata is the operation's description: replica, key (and order, for a cancellation).
 	Metadata string
+	// NotMade: the change was answered done and found not made; false: answered not done and
+	// found made.
+	NotMade bool `json:",omitempty"`
 }
 
 func (b BrokenPromise) String() string {
-	return fmt.Sprintf("%s answered %q, found made: %s", b.Kind, b.Answer, b.Metadata)
+	found := "made"
+	if b.NotMade {
+		found = "not made"
+	}
+	return fmt.Sprintf("%s answered %q, found %s: %s", b.Kind, b.Answer, found, b.Metadata)
 }
 
 // eachOf runs f on every index of todo, a few at a time.
@@ -179,6 +188,30 @@ func (r *Recorder) checkRefusals() {
 		case done:
 			meta, _ := ref.op.Metadata.(string)
 			r.broken = append(r.broken, BrokenPromise{Kind: ref.op.Input.(Input).Kind, Answer: ref.op.Output.(Output).Answer, Metadata: meta})
+		}
+	})
+}
+
+// checkDone looks up every change answered done (a purchase's or a cart's 201, a cancellation's
+// 200): found not made, its answer broke its promise.
+func (r *Recorder) checkDone() {
+	var todo []int
+	for i, op := range r.hist {
+		out, ok := op.Output.(Output)
+		if ok && out.Result == OK && op.Input.(Input).Kind != Read {
+			todo = append(todo, i)
+		}
+	}
+	r.eachOf(todo, func(i int) {
+		done, answered := r.find(r.reqs[i], r.hist[i].Input.(Input))
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		switch {
+		case !answered:
+			r.stats.DoneUnchecked++
+		case !done:
+			meta, _ := r.hist[i].Metadata.(string)
+			r.broken = append(r.broken, BrokenPromise{Kind: r.hist[i].Input.(Input).Kind, Answer: r.hist[i].Output.(Output).Answer, Metadata: meta, NotMade: true})
 		}
 	})
 }

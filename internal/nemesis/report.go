@@ -20,8 +20,9 @@ const (
 	LostUpdates     = "lost_updates"     // units of deductions and of restocks overwritten, each way, summed
 	NeverRecovered  = "never_recovered"  // a replica not ready, or not reading, once every fault was healed
 	WrongAnswers    = "wrong_answers"    // 400s, or successes without the documented fields
-	// BrokenPromises counts the changes answered "nothing was changed" (internal/answers) that
-	// were found made after the run: the answer that makes a client buy twice.
+	// BrokenPromises counts the changes whose answer a look-up after the run found untrue:
+	// answered "nothing was changed" (internal/answers) and found made, the answer that makes a
+	// client buy twice; or answered done and found not made, a sale the database lost.
 	BrokenPromises = "broken_promises"
 )
 
