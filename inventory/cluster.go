@@ -6,9 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -41,12 +38,8 @@ type Cluster struct {
 	pool PoolOptions
 	opts ClusterOptions
 
-	mu     sync.Mutex // guards stores, probes and incoming
+	mu     sync.Mutex // guards stores and probes
 	stores []*Store   // per node, nil until opened
-	// incoming is each node's client address as the cluster lists its members
-	// (wsrep_incoming_addresses), "" until learned (a node's first ready check) or when the list
-	// does not tell the nodes apart.
-	incoming []string
 	// probes are each node's pool of one connection for the monitor's checks, apart from its
 	// Store's: a check then measures the node, not a pool its purchases have filled (writes
 	// block across the cluster while it waits to evict a lost node, and hold every connection).
@@ -99,7 +92,7 @@ func OpenCluster(ctx context.Context, dsns []string, pool PoolOptions, opts Clus
 	if opts.Log == nil {
 		opts.Log = slog.Default()
 	}
-	c := &Cluster{dsns: dsns, pool: pool, opts: opts, stores: make([]*Store, len(dsns)), probes: make([]*sql.DB, len(dsns)), incoming: make([]string, len(dsns)), probe: make(chan struct{}, 1), done: make(chan struct{})}
+	c := &Cluster{dsns: dsns, pool: pool, opts: opts, stores: make([]*Store, len(dsns)), probes: make([]*sql.DB, len(dsns)), probe: make(chan struct{}, 1), done: make(chan struct{})}
 	var errs []error
 	for i := range dsns {
 		s, err := c.ready(ctx, i)
@@ -153,86 +146,6 @@ func (c *Cluster) StoreAt(addr string) (*Store, bool) {
 		}
 	}
 	return nil, false
-}
-
-// StoreAfter is a Store that can settle a transaction whose COMMIT went unanswered at addr once
-// addr's node has left the cluster: the writer's, when the writer is another node and answers,
-// within ProbeTimeout, as a member of the primary component whose members
-// (wsrep_incoming_addresses) do not include addr's node. Galera commits a transaction only after
-// its writeset has reached every member of the node's view (writesets are sent in safe order), the
-// members of the next view apply every writeset delivered in the one before, and a node outside
-// the primary component commits nothing: so the writer's causal reads show that transaction's
-// final outcome, with no need to wait for the node. False while addr's node is a member, and when
-// that is not known.
-func (c *Cluster) StoreAfter(ctx context.Context, addr string) (*Store, bool) {
-	c.mu.Lock()
-	node, incoming := -1, ""
-	for i, s := range c.stores {
-		if s != nil && s.addr == addr {
-			node, incoming = i, c.incoming[i]
-		}
-	}
-	c.mu.Unlock()
-	w := c.writer.Load()
-	if node < 0 || incoming == "" || w.node == node {
-		return nil, false
-	}
-	ctx, cancel := context.WithTimeout(ctx, c.opts.ProbeTimeout)
-	defer cancel()
-	p, err := c.probeDB(w.node)
-	if err != nil {
-		return nil, false
-	}
-	conn, err := p.Conn(ctx)
-	if err != nil {
-		return nil, false
-	}
-	defer conn.Close()
-	if nodeReady(ctx, conn, false) != nil {
-		return nil, false
-	}
-	status, err := show(ctx, conn, "SHOW GLOBAL STATUS LIKE 'wsrep_incoming_addresses'")
-	if err != nil || status["wsrep_incoming_addresses"] == "" {
-		return nil, false
-	}
-	if slices.Contains(strings.Split(status["wsrep_incoming_addresses"], ","), incoming) {
-		return nil, false
-	}
-	return w.store, true
-}
-
-// learnIncoming records node i's client address as the cluster lists it: its own entry
-// (wsrep_local_index) in wsrep_incoming_addresses, when the entries are distinct.
-func (c *Cluster) learnIncoming(ctx context.Context, i int) {
-	c.mu.Lock()
-	known := c.incoming[i] != ""
-	c.mu.Unlock()
-	if known {
-		return
-	}
-	ctx, cancel := context.WithTimeout(ctx, c.opts.ProbeTimeout)
-	defer cancel()
-	p, err := c.probeDB(i)
-	if err != nil {
-		return
-	}
-	conn, err := p.Conn(ctx)
-	if err != nil {
-		return
-	}
-	defer conn.Close()
-	status, err := show(ctx, conn, "SHOW GLOBAL STATUS WHERE Variable_name IN ('wsrep_incoming_addresses', 'wsrep_local_index')")
-	if err != nil {
-		return
-	}
-	addrs := strings.Split(status["wsrep_incoming_addresses"], ",")
-	own, err := strconv.Atoi(status["wsrep_local_index"])
-	if err != nil || own < 0 || own >= len(addrs) || addrs[own] == "" || slices.Contains(addrs[:own], addrs[own]) || slices.Contains(addrs[own+1:], addrs[own]) {
-		return
-	}
-	c.mu.Lock()
-	c.incoming[i] = addrs[own]
-	c.mu.Unlock()
 }
 
 // Report tells the cluster that an operation on the writer failed with err: the monitor checks
@@ -426,13 +339,11 @@ func (c *Cluster) ready(ctx context.Context, i int) (*Store, error) {
 		c.mu.Lock()
 		c.stores[i] = s
 		c.mu.Unlock()
-		c.learnIncoming(ctx, i)
 		return s, nil // Open checked the node's state
 	}
 	if err := c.check(ctx, i, true); err != nil {
 		return nil, fmt.Errorf("node %d: %w", i, err)
 	}
-	c.learnIncoming(ctx, i)
 	return s, nil
 }
 

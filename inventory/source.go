@@ -1,7 +1,5 @@
 package inventory
 
-import "context"
-
 // Source is where an operation takes the Store it runs on: one server's Store, which is its own
 // source, or a Cluster, which hands out its writer's. A caller takes the Store anew for each
 // operation or transaction (Store), so that the next one goes where the source now points, and
@@ -14,10 +12,6 @@ type Source interface {
 	// whose COMMIT went unanswered there: it alone can end the transaction, and its locking reads
 	// wait for it, where another node's would not. False when the source has none open there.
 	StoreAt(addr string) (*Store, bool)
-	// StoreAfter is a Store on which such a transaction can be settled instead, because the
-	// node at addr has left the cluster and the transaction's outcome is final on the others
-	// (Cluster.StoreAfter). False while it cannot be.
-	StoreAfter(ctx context.Context, addr string) (*Store, bool)
 	// Report tells the source that an operation on its Store failed with err; nil is ignored.
 	Report(err error)
 }
@@ -38,9 +32,6 @@ func (s *Store) StoreAt(addr string) (*Store, bool) {
 	}
 	return s, true
 }
-
-// StoreAfter is false: one server has no other node that could settle its transactions.
-func (s *Store) StoreAfter(context.Context, string) (*Store, bool) { return nil, false }
 
 // Report does nothing: one server has nowhere else to go.
 func (s *Store) Report(error) {}

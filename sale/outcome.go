@@ -41,19 +41,17 @@ func budget(ctx context.Context) (context.Context, context.CancelFunc) {
 // unanswered transaction first: a COMMIT stuck executing on the server (behind BACKUP STAGE
 // BLOCK_COMMIT, say) would otherwise block the locking read past the budget, and apply whenever
 // it is let through, however long after it was sent. It asks the store the transaction ran on
-// (settledAt), or, once that node has left its cluster, a store of the cluster that has its final
-// outcome (Source.StoreAfter); and answers the store it asked for the look-ups that follow.
+// (settledAt), and answers the store it asked for the look-ups that follow. While that store
+// cannot answer, it asks the source's writer too, when that is another node (committedElsewhere):
+// an order found there is committed, final; one not found there is not known to be missing.
 func (e *Engine) resolveKey(ctx context.Context, key string, cause error) (context.Context, context.CancelFunc, *inventory.Store, error) {
 	ctx, cancel := budget(ctx)
-	at, after, err := e.settledAt(ctx, cause)
+	at, err := e.settledAt(cause)
 	if err != nil {
 		return ctx, cancel, nil, err
 	}
 	// On failure the look-ups below still decide, once the transaction has ended.
-	var ended error
-	if !after {
-		ended = endTransaction(ctx, at, cause)
-	}
+	ended := endTransaction(ctx, at, cause)
 	for {
 		_, found, err := at.ResolveRequest(ctx, key)
 		switch {
@@ -62,11 +60,11 @@ func (e *Engine) resolveKey(ctx context.Context, key string, cause error) (conte
 		case err == nil:
 			return ctx, cancel, at, nil
 		}
-		if !after {
-			if s, ok := e.src.StoreAfter(ctx, inventory.UnansweredConn(cause).Addr); ok {
-				at, after = s, true
-				continue
-			}
+		if w, ok := e.committedElsewhere(ctx, at, func(ctx context.Context, w *inventory.Store) (bool, error) {
+			_, found, err := w.ResolveRequest(ctx, key)
+			return found, err
+		}); ok {
+			return ctx, cancel, w, nil
 		}
 		select {
 		case <-ctx.Done():
@@ -76,27 +74,45 @@ func (e *Engine) resolveKey(ctx context.Context, key string, cause error) (conte
 	}
 }
 
+// elsewhereTimeout bounds one look-up on the writer for committedElsewhere: a causal read there
+// waits while the cluster evicts a lost node.
+const elsewhereTimeout = time.Second
+
+// committedElsewhere asks the source's writer, when it is another node than at, whether a change
+// unanswered at at is there (found, within elsewhereTimeout), and answers the writer's Store if
+// so. On a Galera cluster a transaction commits only once its writeset has reached every member
+// (writesets are sent in safe order), and the writer's reads are causal: a change found there is
+// committed, whatever became of the node it ran on. Not found there proves nothing: the COMMIT
+// may still be on its way to its node, or held there, and apply later. One server is its own
+// writer: false.
+func (e *Engine) committedElsewhere(ctx context.Context, at *inventory.Store, found func(context.Context, *inventory.Store) (bool, error)) (*inventory.Store, bool) {
+	w := e.src.Store()
+	if w == at {
+		return nil, false
+	}
+	ctx, cancel := context.WithTimeout(ctx, elsewhereTimeout)
+	defer cancel()
+	ok, err := found(ctx, w)
+	return w, err == nil && ok
+}
+
 // settledAt is the store that settles the transaction whose COMMIT went unanswered in cause: the
 // one it ran on (ServerConn.Addr). On a cluster that is the node, not the writer now: only that
 // node can end the transaction, and only its locking reads wait for it, where another node's
-// look-up could miss a COMMIT still on its way and answer it not made; unless the node has left
-// the cluster, when the transaction's outcome is final on the others (Source.StoreAfter, after
-// true). When the source has that node no longer open, the outcome is unknown. A batch that
-// panicked names no connection: the panic was recovered in the goroutine that ran its COMMIT, if
-// it sent one, so none is on its way, and the writer's causal reads see whatever it committed.
-func (e *Engine) settledAt(ctx context.Context, cause error) (at *inventory.Store, after bool, err error) {
+// look-up could miss a COMMIT still on its way and answer it not made. When the source has that
+// node no longer open, the outcome is unknown. A batch that panicked names no connection: the
+// panic was recovered in the goroutine that ran its COMMIT, if it sent one, so none is on its way,
+// and the writer's causal reads see whatever it committed.
+func (e *Engine) settledAt(cause error) (*inventory.Store, error) {
 	if errors.Is(cause, errBatchPanicked) {
-		return e.src.Store(), false, nil
+		return e.src.Store(), nil
 	}
 	addr := inventory.UnansweredConn(cause).Addr
-	if s, ok := e.src.StoreAfter(ctx, addr); ok {
-		return s, true, nil
-	}
 	at, ok := e.src.StoreAt(addr)
 	if !ok {
-		return nil, false, fmt.Errorf("%w: %w (the node it ran on, %s, is not open)", errOutcomeUnknown, cause, addr)
+		return nil, fmt.Errorf("%w: %w (the node it ran on, %s, is not open)", errOutcomeUnknown, cause, addr)
 	}
-	return at, false, nil
+	return at, nil
 }
 
 // endTransaction ends the transaction whose COMMIT went unanswered in cause, when cause names its
@@ -192,16 +208,24 @@ func madeAll(cause error, orders []inventory.Order) (made, known bool) {
 func (e *Engine) resolveCancel(ctx context.Context, id int64, cause error, log Log) (inventory.CancelResult, error) {
 	ctx, cancel := budget(ctx)
 	defer cancel()
-	at, after, err := e.settledAt(ctx, cause)
+	at, err := e.settledAt(cause)
 	if err != nil {
 		return inventory.CancelResult{}, err
 	}
-	var ended error
-	if !after {
-		ended = endTransaction(ctx, at, cause) // as resolveKey
-	}
+	ended := endTransaction(ctx, at, cause) // as resolveKey
 	for {
 		o, err := at.ResolveCancel(ctx, id)
+		if err != nil {
+			// As resolveKey: a cancellation the writer holds is made; one it does not, not known.
+			var wo inventory.Order
+			if w, ok := e.committedElsewhere(ctx, at, func(ctx context.Context, w *inventory.Store) (bool, error) {
+				o, err := w.ResolveCancel(ctx, id)
+				wo = o
+				return o.CancelledAt != nil, err
+			}); ok {
+				at, o, err = w, wo, nil
+			}
+		}
 		switch {
 		case err == nil && o.CancelledAt == nil:
 			return inventory.CancelResult{}, fmt.Errorf("%w: %w", errNotCommitted, cause)
@@ -219,12 +243,6 @@ func (e *Engine) resolveCancel(ctx context.Context, id int64, cause error, log L
 				remaining = prod.Stock
 			}
 			return inventory.CancelResult{Order: o, Remaining: remaining, Replayed: true}, nil
-		}
-		if !after {
-			if s, ok := e.src.StoreAfter(ctx, inventory.UnansweredConn(cause).Addr); ok {
-				at, after = s, true
-				continue
-			}
 		}
 		select {
 		case <-ctx.Done():

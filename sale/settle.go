@@ -16,9 +16,11 @@ import (
 // the transaction's connection (a COMMIT stuck executing there can apply at any time), for at
 // most the store's commit bound (waitWhileAlive), then asked again; and when the server cannot be
 // asked either, until the commit bound has passed since the COMMIT, after which a COMMIT not yet
-// on the server can no longer apply. The answer is outcome_unknown only then. It takes at most
-// settleBound. An err that is not an unanswered COMMIT is returned as it is. Every change's
-// error passes here, and is reported to the store's source (a cluster checks its writer at once).
+// on the server can no longer apply, resolving it again meanwhile (resolveUntil: the server may
+// answer again, or, on a cluster, the writer may hold the change, which makes it final). The
+// answer is outcome_unknown only then. It takes at most settleBound. An err that is not an
+// unanswered COMMIT is returned as it is. Every change's error passes here, and is reported to
+// the store's source (a cluster checks its writer at once).
 func (e *Engine) settle(ctx context.Context, ch change, err error, log Log) error {
 	e.src.Report(err)
 	if !errors.Is(err, inventory.ErrOutcomeUnknown) {
@@ -36,8 +38,8 @@ func (e *Engine) settle(ctx context.Context, ch change, err error, log Log) erro
 			bound = max(bound, at.CommitBound()) // the node the COMMIT went to knows its sessions' wait_timeout
 		}
 		deadline := unanswered.Add(bound)
-		log.Warn("outcome unknown: keeping the lock until the commit can no longer apply, or its node has left the cluster", "wait", time.Until(deadline).String())
-		rerr = e.settleAfter(ctx, ch, err, rerr, deadline)
+		log.Warn("outcome unknown: keeping the lock until the commit can no longer apply, asking meanwhile", "wait", time.Until(deadline).String())
+		rerr = e.resolveUntil(ctx, ch, err, rerr, deadline)
 	}
 	if e.cfg.Lies.UnconfirmedNotSold {
 		return errPlantedNotSold
@@ -45,25 +47,24 @@ func (e *Engine) settle(ctx context.Context, ch change, err error, log Log) erro
 	return rerr
 }
 
-// settleAfter waits until deadline, when a COMMIT not yet on the server can no longer apply, and
-// returns rerr, the outcome unknown; unless, before it, the node the COMMIT went to has left its
-// cluster (Source.StoreAfter), when it resolves the change again, there, at once.
-func (e *Engine) settleAfter(ctx context.Context, ch change, cause, rerr error, deadline time.Time) error {
-	addr := inventory.UnansweredConn(cause).Addr
-	for {
-		wait := time.Until(deadline)
-		if wait <= 0 {
-			return rerr
+// resolveUntil resolves the change again and again until deadline, when a COMMIT not yet on the
+// server can no longer apply, and returns the first answer known (the node answers again; or the
+// writer, another node, holds the change: resolveKey); rerr, the outcome unknown, at the deadline.
+func (e *Engine) resolveUntil(ctx context.Context, ch change, cause, rerr error, deadline time.Time) error {
+	for time.Until(deadline) > 0 {
+		rctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
+		err := ch.resolve(rctx, cause)
+		cancel()
+		if !errors.Is(err, errOutcomeUnknown) {
+			return err
 		}
-		if _, ok := e.src.StoreAfter(ctx, addr); ok {
-			return ch.resolve(ctx, cause)
-		}
-		time.Sleep(min(wait, afterPoll))
+		time.Sleep(min(max(time.Until(deadline), 0), retryPause))
 	}
+	return rerr
 }
 
-// afterPoll is how often settleAfter asks whether the node has left.
-const afterPoll = 250 * time.Millisecond
+// retryPause is resolveUntil's pause between two resolutions.
+const retryPause = 250 * time.Millisecond
 
 // errPlantedNotSold is the planted lie UnconfirmedNotSold's error: answered as not made.
 var errPlantedNotSold = errors.New("planted lie: an unconfirmed COMMIT answered as not made")
