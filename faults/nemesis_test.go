@@ -1184,7 +1184,10 @@ func (f *fleetUnderFire) injectGalera(fault nemesis.Fault, skip func(string) (st
 	switch {
 	case hit:
 		f.tookEffect(fault.Kind)
-		if node > 0 {
+		switch {
+		case node > 0 && node != writer:
+			what += " (a replica's writer)"
+		case node > 0:
 			what += " (the writer)"
 		}
 	case writer == 0:

@@ -39,8 +39,8 @@
 #                                        (up to repl.causal_read_timeout, 30 s), and writes there
 #                                        wait; with HOLD_MS and GAP_MS, in pulses (held, released,
 #                                        again): replication slowed, the node up to HOLD_MS behind
-#   scripts/galera.sh catch-up DIR N     end the lag (the session is killed): the node applies what it
-#                                        missed and is Synced again; waits for Synced
+#   scripts/galera.sh catch-up DIR N     end the lag, if any (the session is killed): the node applies
+#                                        what it missed and is Synced again; waits for Synced
 #   scripts/galera.sh power-fail DIR     kill -9 every node at once
 #   scripts/galera.sh bootstrap DIR      after a power failure: recover every node's position,
 #                                        bootstrap the cluster from the most advanced (marked
@@ -278,7 +278,9 @@ wait_gone() { # wait_gone PID
 stop_node() { # stop_node DIR N SIGNAL
 	local f pid
 	f="$(node_dir "$1" "$2")/pid"
-	rm -f "$(node_dir "$1" "$2")/lag.id" # a lag's session ends with its node
+	# a lag's session ends with its node: its client and files go
+	if [ -s "$(node_dir "$1" "$2")/lag.pid" ]; then kill "$(cat "$(node_dir "$1" "$2")/lag.pid")" 2>/dev/null || true; fi
+	rm -f "$(node_dir "$1" "$2")"/lag.{id,pid,out}
 	[ -f "$f" ] || return 0
 	pid=$(cat "$f")
 	kill -CONT "$pid" 2>/dev/null || return 0
@@ -477,24 +479,42 @@ cmd_lag() {
 					$((hold / 1000)) $((hold % 1000)) $((gap / 1000)) $((gap % 1000))
 			done
 		fi
-	) 2>/dev/null </dev/null | setsid timeout 600 mariadb --defaults-file="$dir/admin.cnf" -S "$n/mysql.sock" -N -B -n >"$n/lag.out" 2>&1 &
+	) 2>/dev/null </dev/null | setsid timeout 600 mariadb --defaults-file="$dir/admin.cnf" -S "$n/mysql.sock" \
+		--skip-reconnect -N -B -n >"$n/lag.out" 2>&1 &
+	echo $! >"$n/lag.pid"
 	disown
 	deadline=$((SECONDS + 10))
 	until grep -qx held "$n/lag.out" 2>/dev/null; do
-		[ $SECONDS -lt $deadline ] || { cat "$n/lag.out" >&2 2>/dev/null; die "node $i: FLUSH TABLES WITH READ LOCK not held within 10 s"; }
+		if [ $SECONDS -ge $deadline ]; then
+			end_lag "$dir" "$i"
+			cat "$n/lag.out" >&2 2>/dev/null
+			die "node $i: FLUSH TABLES WITH READ LOCK not held within 10 s"
+		fi
 		sleep 0.05
 	done
 	head -1 "$n/lag.out" >"$n/lag.id"
 	log "node $i lags: its replication held back${hold:+ in pulses (${hold} ms held, ${gap} ms released)} (session $(cat "$n/lag.id"))"
 }
 
+# end_lag DIR N: ends node N's lag, if any: its session killed on the node (gone already is
+# fine), its client killed, its files removed.
+end_lag() {
+	local n
+	n=$(node_dir "$1" "$2")
+	if [ -s "$n/lag.id" ] && running "$1" "$2"; then
+		sql "$1" "$2" "KILL $(cat "$n/lag.id")" 2>/dev/null || true # 1094: it ended by itself
+	fi
+	if [ -s "$n/lag.pid" ]; then kill "$(cat "$n/lag.pid")" 2>/dev/null || true; fi
+	rm -f "$n/lag.id" "$n/lag.pid" "$n/lag.out"
+}
+
+# catch-up DIR N: the node's lag ended (a node killed meanwhile has none left), then, if it runs,
+# a wait for Synced.
 cmd_catch_up() {
-	local dir=$1 i=$2 n t0
-	n=$(node_dir "$dir" "$i")
-	[ -s "$n/lag.id" ] || die "node $i does not lag"
+	local dir=$1 i=$2 t0
 	t0=$(now)
-	sql "$dir" "$i" "KILL $(cat "$n/lag.id")" || die "node $i: the lag's session not killed"
-	rm -f "$n/lag.id" "$n/lag.out"
+	end_lag "$dir" "$i"
+	running "$dir" "$i" || die "node $i is not running"
 	wait_synced "$dir" 60 "$i"
 	echo "node $i synced after $(since "$t0") s"
 }

@@ -69,7 +69,7 @@ var Kinds = []Kind{Kill, Pause, PauseAtCommit, CutZK, CutDB, CutRedis, Isolate, 
 
 // NamedKinds are kinds drawn only when named (NEMESIS_FAULTS), never under "all": a kind added to
 // Kinds would draw every seed's schedule anew.
-var NamedKinds = []Kind{LoseCommitReply, GaleraKill, GaleraIsolate, GaleraPause, GaleraLag, GaleraPowerFail}
+var NamedKinds = []Kind{LoseCommitReply, GaleraKill, GaleraIsolate, GaleraPause, GaleraPowerFail, GaleraLag}
 
 // GaleraKinds act on a Galera cluster: a run on one server refuses them (CheckDB).
 var GaleraKinds = []Kind{GaleraKill, GaleraIsolate, GaleraPause, GaleraLag, GaleraPowerFail}
