@@ -145,7 +145,8 @@ type Stats struct {
 	FoundDone, FoundNotDone int
 	// Refused counts the changes answered "nothing was changed" (internal/answers: out_of_stock,
 	// storage_unavailable, lock_lost, a 4xx...). Each is looked up by its key after the history;
-	// BrokenPromises counts those found made (History.Broken says which), RefusalsUnchecked those
+	// BrokenPromises counts those found made, and the changes answered done found not made
+	// (History.Broken says which); RefusalsUnchecked the refusals
 	// no replica could be asked about. A refusal other than out_of_stock is left out of the
 	// history: it changed nothing, so no operation can have seen it.
 	Refused, BrokenPromises, RefusalsUnchecked int
@@ -182,14 +183,16 @@ type Recorder struct {
 	once  sync.Once
 	hOnce sync.Once
 
-	mu       sync.Mutex
-	hist     []porcupine.Operation
-	reqs     []request // hist[i] was sent as reqs[i]
-	refusals []refusal
-	broken   []BrokenPromise
-	notes    []porcupine.Annotation
-	stats    Stats
-	result   *History
+	mu   sync.Mutex
+	hist []porcupine.Operation
+	reqs []request // hist[i] was sent as reqs[i]
+	// lastFound is the replica that last answered a look-up (find), the first one asked next.
+	lastFound atomic.Int32
+	refusals  []refusal
+	broken    []BrokenPromise
+	notes     []porcupine.Annotation
+	stats     Stats
+	result    *History
 }
 
 // Record resets the SKUs, switches the replicas to cfg.Mode, and records a history for

@@ -23,7 +23,11 @@ type shop struct {
 	flaky bool // one answer in ten is a 503: a third refused, a third unknown, a third unknown after the change
 	// lies answers a change made but not confirmed "503 storage_unavailable" (nothing was
 	// changed) instead of outcome_unknown: the lie the checker must catch.
-	lies      bool
+	lies bool
+	// forgets loses one sale in seven after answering it 201, as a database that lost a commit:
+	// its key is no longer found.
+	forgets   bool
+	sales     int
 	answered  int
 	keys      map[string]bool
 	mu        sync.Mutex
@@ -215,7 +219,8 @@ func (s *shop) purchase(w http.ResponseWriter, r *http.Request) {
 	sold := func() bool {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		s.keys[key] = true
+		s.sales++
+		s.keys[key] = !(s.forgets && !after && s.sales%7 == 0)
 		return !after
 	}
 	if b.Items == nil {

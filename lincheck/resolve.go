@@ -152,17 +152,24 @@ func (r *Recorder) find(req request, in Input) (done, answered bool) {
 	} else {
 		path = "/v1/orders?request_id=" + url.QueryEscape(req.hdr["Idempotency-Key"])
 	}
-	for _, u := range r.cfg.Replicas {
-		status, raw, err := r.send(context.Background(), http.MethodGet, u+path, "", false, nil)
+	first := int(r.lastFound.Load()) // the replica that answered last, which is likely up
+	for k := range r.cfg.Replicas {
+		n := (first + k) % len(r.cfg.Replicas)
+		status, raw, err := r.send(context.Background(), http.MethodGet, r.cfg.Replicas[n]+path, "", false, nil)
 		if err != nil || status != http.StatusOK && status != http.StatusNotFound {
 			continue
 		}
 		var a struct {
+			Code  string `json:"code"`
 			Order struct {
 				CancelledAt *time.Time `json:"cancelled_at"`
 			} `json:"order"`
 		}
 		_ = json.Unmarshal(raw, &a)
+		if status == http.StatusNotFound && a.Code != "unknown_order" {
+			continue // not the look-up's answer (a route, a proxy): it says nothing of the order
+		}
+		r.lastFound.Store(int32(n))
 		// A cancellation's order always exists; it was done if it is cancelled, and only this
 		// client cancels it, once.
 		return status == http.StatusOK && (in.Kind != Cancel || a.Order.CancelledAt != nil), true

@@ -42,7 +42,8 @@ type Summary struct {
 	Unknown  int `json:"unknown"`
 	Resolved int `json:"resolved"`
 	// Refused counts the changes answered "nothing was changed", each looked up by its key after
-	// the run (BrokenPromises: found made); those answered out_of_stock are in Ops as well, the
+	// the run (BrokenPromises: found made, as are changes answered done found not made); those
+	// answered out_of_stock are in Ops as well, the
 	// others are not.
 	Refused int `json:"refused"`
 	// Requests counts every request the clients sent or tried to (Ops, the refusals, failed
