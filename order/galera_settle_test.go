@@ -19,14 +19,15 @@ import (
 // outcome_unknown with its key, after the commit bound, and nothing was sold.
 func TestGaleraUnansweredCommitOnAKilledNodeSettlesOnTheSurvivors(t *testing.T) {
 	for _, c := range []struct {
-		name    string
-		applied bool
-		arm     func(*tcpproxy.Proxy)
+		name        string
+		applied     bool
+		fault, heal string
+		arm         func(*tcpproxy.Proxy)
 	}{
 		// applied, and the node unreachable from then on
-		{"applied", true, func(p *tcpproxy.Proxy) { p.CutAfterQuery(isCommit, true) }},
+		{"applied", true, "kill", "restart", func(p *tcpproxy.Proxy) { p.CutAfterQuery(isCommit, true) }},
 		// never applied: the node saw its client go before the COMMIT
-		{"not-applied", false, func(p *tcpproxy.Proxy) { p.DropQueryAndHold(isCommit) }},
+		{"not-applied", false, "kill", "restart", func(p *tcpproxy.Proxy) { p.DropQueryAndHold(isCommit) }},
 	} {
 		applied := c.applied
 		t.Run(c.name, func(t *testing.T) {
@@ -47,15 +48,18 @@ func TestGaleraUnansweredCommitOnAKilledNodeSettlesOnTheSurvivors(t *testing.T) 
 			start := time.Now()
 			go func() { answered <- buy(t, r, sku, 1, key) }()
 			time.Sleep(500 * time.Millisecond) // the purchase's COMMIT is sent within it
-			testenv.GaleraControl(t, "kill", victim)
-			t.Cleanup(func() { t.Logf("node %s: %s", victim, testenv.GaleraControl(t, "restart", victim)) })
+			testenv.GaleraControl(t, c.fault, victim)
+			t.Cleanup(func() {
+				t.Logf("node %s: %s %s", victim, c.heal, testenv.GaleraControl(t, c.heal, victim))
+				t.Logf("node %s: %s", victim, testenv.GaleraControl(t, "wait-synced"))
+			})
 			rep := <-answered
 			took := time.Since(start)
 
 			survivor := verifyStore(t, nodes[(writer+1)%len(nodes)])
 			orders := orderCount(t, survivor, key)
-			t.Logf("the writer's node %s killed after its COMMIT went unanswered: %s after %v; %d order under the key on the survivors",
-				victim, rep.codeLine(), took.Round(time.Millisecond), orders)
+			t.Logf("the writer's node %s (%s) after its COMMIT went unanswered: %s after %v; %d order under the key on the survivors",
+				victim, c.fault, rep.codeLine(), took.Round(time.Millisecond), orders)
 			switch {
 			case applied && (rep.status != 201 || orders != 1):
 				t.Fatalf("a COMMIT applied before its node died: %d %s, %d orders; want 201 and its order", rep.status, rep.raw, orders)

@@ -105,7 +105,7 @@ func (bt *batch) resolve(ctx context.Context, _ error) error {
 	if bt.settled == 1 {
 		unknown = func(err error) bool { return errors.Is(err, inventory.ErrOutcomeUnknown) }
 	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), resolveBudget)
+	rctx, cancel := budget(ctx)
 	defer cancel()
 	var open error
 	for i, a := range bt.answers {

@@ -50,24 +50,30 @@ func (e *Engine) resolveKey(ctx context.Context, key string, cause error) (conte
 	if err != nil {
 		return ctx, cancel, nil, err
 	}
+	elsewhere := func(ctx context.Context, w *inventory.Store) (bool, error) {
+		_, found, err := w.OrderByRequestID(ctx, key)
+		return found, err
+	}
+	if w, ok := e.committedElsewhere(ctx, at, elsewhere); ok {
+		return ctx, cancel, w, nil
+	}
+	nodeCtx, nodeCancel := e.nodeContext(ctx, at)
+	defer nodeCancel()
 	// On failure the look-ups below still decide, once the transaction has ended.
-	ended := endTransaction(ctx, at, cause)
+	ended := endTransaction(nodeCtx, at, cause)
 	for {
-		_, found, err := at.ResolveRequest(ctx, key)
+		_, found, err := at.ResolveRequest(nodeCtx, key)
 		switch {
 		case err == nil && !found:
 			return ctx, cancel, at, fmt.Errorf("%w: %w", errNotCommitted, cause)
 		case err == nil:
 			return ctx, cancel, at, nil
 		}
-		if w, ok := e.committedElsewhere(ctx, at, func(ctx context.Context, w *inventory.Store) (bool, error) {
-			_, found, err := w.ResolveRequest(ctx, key)
-			return found, err
-		}); ok {
+		if w, ok := e.committedElsewhere(ctx, at, elsewhere); ok {
 			return ctx, cancel, w, nil
 		}
 		select {
-		case <-ctx.Done():
+		case <-nodeCtx.Done():
 			return ctx, cancel, at, fmt.Errorf("%w: %w (and the look-up: %w)", errOutcomeUnknown, cause, errors.Join(ended, err))
 		case <-time.After(200 * time.Millisecond):
 		}
@@ -78,16 +84,27 @@ func (e *Engine) resolveKey(ctx context.Context, key string, cause error) (conte
 // waits while the cluster evicts a lost node.
 const elsewhereTimeout = time.Second
 
+// nodeContext is ctx for the calls to at, the node a change went unanswered on: when the source's
+// writer is another node, it ends elsewhereTimeout before ctx, so that a node that hangs (frozen,
+// its link black-holed) leaves the writer time to be asked.
+func (e *Engine) nodeContext(ctx context.Context, at *inventory.Store) (context.Context, context.CancelFunc) {
+	d, ok := ctx.Deadline()
+	if !ok || e.src.Store() == at || time.Until(d) <= 2*elsewhereTimeout {
+		return context.WithCancel(ctx)
+	}
+	return context.WithDeadline(ctx, d.Add(-elsewhereTimeout))
+}
+
 // committedElsewhere asks the source's writer, when it is another node than at, whether a change
-// unanswered at at is there (found, within elsewhereTimeout), and answers the writer's Store if
-// so. On a Galera cluster a transaction commits only once its writeset has reached every member
+// unanswered at at is there (found by a plain read, causal there, within elsewhereTimeout), and
+// answers the writer's Store if so. On a Galera cluster a transaction commits only once its writeset has reached every member
 // (writesets are sent in safe order), and the writer's reads are causal: a change found there is
 // committed, whatever became of the node it ran on. Not found there proves nothing: the COMMIT
 // may still be on its way to its node, or held there, and apply later. One server is its own
 // writer: false.
 func (e *Engine) committedElsewhere(ctx context.Context, at *inventory.Store, found func(context.Context, *inventory.Store) (bool, error)) (*inventory.Store, bool) {
 	w := e.src.Store()
-	if w == at {
+	if w == at || ctx.Err() != nil {
 		return nil, false
 	}
 	ctx, cancel := context.WithTimeout(ctx, elsewhereTimeout)
@@ -212,19 +229,27 @@ func (e *Engine) resolveCancel(ctx context.Context, id int64, cause error, log L
 	if err != nil {
 		return inventory.CancelResult{}, err
 	}
-	ended := endTransaction(ctx, at, cause) // as resolveKey
-	for {
-		o, err := at.ResolveCancel(ctx, id)
-		if err != nil {
-			// As resolveKey: a cancellation the writer holds is made; one it does not, not known.
-			var wo inventory.Order
-			if w, ok := e.committedElsewhere(ctx, at, func(ctx context.Context, w *inventory.Store) (bool, error) {
-				o, err := w.ResolveCancel(ctx, id)
-				wo = o
-				return o.CancelledAt != nil, err
-			}); ok {
-				at, o, err = w, wo, nil
+	// As resolveKey: a cancellation the writer, another node, holds is made; one it does not
+	// hold, not known.
+	var wo inventory.Order
+	elsewhere := func(ctx context.Context, w *inventory.Store) (bool, error) {
+		o, found, err := w.OrderByID(ctx, id)
+		wo = o
+		return found && o.CancelledAt != nil, err
+	}
+	nodeCtx, nodeCancel := e.nodeContext(ctx, at)
+	defer nodeCancel()
+	var ended error
+	for first := true; ; first = false {
+		var o inventory.Order
+		var err error
+		if w, ok := e.committedElsewhere(ctx, at, elsewhere); ok {
+			at, o = w, wo
+		} else {
+			if first {
+				ended = endTransaction(nodeCtx, at, cause) // as resolveKey
 			}
+			o, err = at.ResolveCancel(nodeCtx, id)
 		}
 		switch {
 		case err == nil && o.CancelledAt == nil:
@@ -245,7 +270,7 @@ func (e *Engine) resolveCancel(ctx context.Context, id int64, cause error, log L
 			return inventory.CancelResult{Order: o, Remaining: remaining, Replayed: true}, nil
 		}
 		select {
-		case <-ctx.Done():
+		case <-nodeCtx.Done():
 			return inventory.CancelResult{}, fmt.Errorf("%w: %w (and the look-up: %w)", errOutcomeUnknown, cause, errors.Join(ended, err))
 		case <-time.After(200 * time.Millisecond):
 		}

@@ -70,7 +70,9 @@ const retryPause = 250 * time.Millisecond
 var errPlantedNotSold = errors.New("planted lie: an unconfirmed COMMIT answered as not made")
 
 // settleBound is the longest settle takes: a look-up within resolveBudget, the wait for the
-// connection (waitWhileAlive), and a second look-up; or the commit bound, which is shorter.
+// connection (waitWhileAlive), and a second look-up; or, when the server cannot be asked, the
+// commit bound from the COMMIT (resolveUntil's deadline, which its look-ups keep to), which is
+// shorter with the store's commit bound.
 func (e *Engine) settleBound() time.Duration { return 2*resolveBudget + e.aliveBound() }
 
 // alivePoll is how often waitWhileAlive looks at the connection.
