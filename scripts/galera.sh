@@ -40,7 +40,8 @@
 #                                        wait; with HOLD_MS and GAP_MS, in pulses (held, released,
 #                                        again): replication slowed, the node up to HOLD_MS behind
 #   scripts/galera.sh catch-up DIR N     end the lag, if any (the session is killed): the node applies
-#                                        what it missed and is Synced again; waits for Synced
+#                                        what it missed and is Synced again; waits for Synced (a node
+#                                        that is not running fails it)
 #   scripts/galera.sh power-fail DIR     kill -9 every node at once
 #   scripts/galera.sh bootstrap DIR      after a power failure: recover every node's position,
 #                                        bootstrap the cluster from the most advanced (marked
@@ -499,17 +500,19 @@ cmd_lag() {
 # end_lag DIR N: ends node N's lag, if any: its session killed on the node (gone already is
 # fine), its client killed, its files removed.
 end_lag() {
-	local n
+	local n id
 	n=$(node_dir "$1" "$2")
-	if [ -s "$n/lag.id" ] && running "$1" "$2"; then
-		sql "$1" "$2" "KILL $(cat "$n/lag.id")" 2>/dev/null || true # 1094: it ended by itself
+	# the session's id: lag.id once the lock was held, else the first line its client printed
+	id=$(cat "$n/lag.id" 2>/dev/null || head -1 "$n/lag.out" 2>/dev/null || true)
+	if [[ $id =~ ^[0-9]+$ ]] && running "$1" "$2"; then
+		sql "$1" "$2" "KILL $id" 2>/dev/null || true # 1094: it ended by itself
 	fi
 	if [ -s "$n/lag.pid" ]; then kill "$(cat "$n/lag.pid")" 2>/dev/null || true; fi
 	rm -f "$n/lag.id" "$n/lag.pid" "$n/lag.out"
 }
 
-# catch-up DIR N: the node's lag ended (a node killed meanwhile has none left), then, if it runs,
-# a wait for Synced.
+# catch-up DIR N: the node's lag ended, if it has one (one that ended by itself is fine), then a
+# wait for Synced; a node that is not running fails it.
 cmd_catch_up() {
 	local dir=$1 i=$2 t0
 	t0=$(now)
@@ -526,6 +529,7 @@ cmd_power_fail() {
 	done
 	[ ${#pids[@]} -eq 0 ] || kill -9 "${pids[@]}" 2>/dev/null || true
 	for p in "${pids[@]}"; do wait_gone "$p" || true; done
+	for i in 1 2 3; do end_lag "$dir" "$i"; done # their sessions went with them
 	log "all nodes killed"
 }
 
