@@ -60,18 +60,7 @@ func TestAFalseNothingChangedIsCaught(t *testing.T) {
 	for _, lies := range []bool{false, true} {
 		sh := newShop(false)
 		sh.flaky, sh.lies = true, lies
-		srv := httptest.NewServer(sh)
-		t.Cleanup(srv.Close)
-		rec, err := Start(context.Background(), Config{Replicas: []string{srv.URL}, AdminToken: "x", Stock: 100, Clients: 6, MaxOps: 600,
-			Pause: 2 * time.Millisecond, Seed: 5, ResolveByKey: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(300 * time.Millisecond)
-		h, err := rec.Stop()
-		if err != nil {
-			t.Fatal(err)
-		}
+		h := recordOn(t, sh, 5, 600)
 		st := h.Stats
 		t.Logf("lies %v: %d ops, %d refused, %d broken, answers %v", lies, st.Ops, st.Refused, st.BrokenPromises, st.Answers)
 		if st.Refused == 0 || st.RefusalsUnchecked != 0 {
@@ -98,18 +87,7 @@ func TestADoneFoundNotMadeIsCaught(t *testing.T) {
 	for _, forgets := range []bool{false, true} {
 		sh := newShop(false)
 		sh.forgets = forgets
-		srv := httptest.NewServer(sh)
-		t.Cleanup(srv.Close)
-		rec, err := Start(context.Background(), Config{Replicas: []string{srv.URL}, AdminToken: "x", Stock: 100, Clients: 6, MaxOps: 400,
-			Pause: 2 * time.Millisecond, Seed: 7, ResolveByKey: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(300 * time.Millisecond)
-		h, err := rec.Stop()
-		if err != nil {
-			t.Fatal(err)
-		}
+		h := recordOn(t, sh, 7, 400)
 		notMade := 0
 		for _, b := range h.Broken {
 			if b.NotMade {
@@ -126,4 +104,23 @@ func TestADoneFoundNotMadeIsCaught(t *testing.T) {
 			t.Errorf("the shop's lost sales went unseen: %v", h.Broken)
 		}
 	}
+}
+
+// recordOn records a history of up to maxOps operations against sh, six clients, unknown outcomes
+// resolved by their keys, for 300 ms.
+func recordOn(t *testing.T, sh *shop, seed uint64, maxOps int) *History {
+	t.Helper()
+	srv := httptest.NewServer(sh)
+	t.Cleanup(srv.Close)
+	rec, err := Start(context.Background(), Config{Replicas: []string{srv.URL}, AdminToken: "x", Stock: 100, Clients: 6, MaxOps: maxOps,
+		Pause: 2 * time.Millisecond, Seed: seed, ResolveByKey: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	h, err := rec.Stop()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
 }
