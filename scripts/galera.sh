@@ -483,7 +483,6 @@ cmd_lag() {
 	) 2>/dev/null </dev/null | setsid timeout 600 mariadb --defaults-file="$dir/admin.cnf" -S "$n/mysql.sock" \
 		--skip-reconnect -N -B -n >"$n/lag.out" 2>&1 &
 	echo $! >"$n/lag.pid"
-	disown
 	deadline=$((SECONDS + 10))
 	until grep -qx held "$n/lag.out" 2>/dev/null; do
 		if [ $SECONDS -ge $deadline ]; then
