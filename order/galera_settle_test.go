@@ -12,12 +12,11 @@ import (
 
 // A purchase's COMMIT goes unanswered on the writer's node, which then dies. When the COMMIT had
 // applied, its writeset reached every node before the node committed it, and the service finds
-// the order through its new writer (another node, causal reads) once the cluster has evicted the
-// dead one: 201, where it used to keep the product's lock until the commit bound had passed and
-// answer outcome_unknown. When it never reached the node, no other node can say so (a COMMIT may
+// the order through its new writer (another node, causal reads): 201, with no wait for the commit
+// bound. When it never reached the node, no other node can say so (a COMMIT may
 // still be on its way to a node out of reach, and apply when it rejoins): the answer stays
 // outcome_unknown with its key, after the commit bound, and nothing was sold.
-func TestGaleraUnansweredCommitOnAKilledNodeSettlesOnTheSurvivors(t *testing.T) {
+func TestGaleraUnansweredCommitOnAKilledNodeIsFoundByTheWriter(t *testing.T) {
 	for _, c := range []struct {
 		name        string
 		applied     bool

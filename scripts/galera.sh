@@ -54,8 +54,8 @@
 # Cutting a node off: gmcast.isolate, not proxies on the replication links. It needs no root, no
 # firewall and no extra process, leaves the client port reachable (a client meets a non-primary
 # node, 1047, as it would in a real partition), and the node reconnects by itself when it is set
-# back to 0. A proxy per link would allow partial and one-way cuts and slowed links, which a later
-# nemesis may want; the ports below are all one would need to put one in between.
+# back to 0. A proxy cannot sit on the link of two nodes alone (a node announces one gcomm address
+# to all its peers); lag slows a node's replication instead.
 #
 # DIR/env.sh exports:
 #   GALERA_DSNS          the service user (zkstock, rows only) on database zkstock, one DSN per node,
@@ -485,10 +485,11 @@ cmd_lag() {
 	echo $! >"$n/lag.pid"
 	deadline=$((SECONDS + 10))
 	until grep -qx held "$n/lag.out" 2>/dev/null; do
-		if [ $SECONDS -ge $deadline ]; then
+		if [ $SECONDS -ge $deadline ] || ! kill -0 "$(cat "$n/lag.pid")" 2>/dev/null; then
+			out=$(cat "$n/lag.out" 2>/dev/null || true)
 			end_lag "$dir" "$i"
-			cat "$n/lag.out" >&2 2>/dev/null
-			die "node $i: FLUSH TABLES WITH READ LOCK not held within 10 s"
+			[ -z "$out" ] || printf '%s\n' "$out" >&2
+			die "node $i: FLUSH TABLES WITH READ LOCK not held (its client ended, or 10 s passed)"
 		fi
 		sleep 0.05
 	done
