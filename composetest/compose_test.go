@@ -98,7 +98,7 @@ func testLoadtestProfile(t *testing.T, s *stack) {
 func testReplicaKilled(t *testing.T, s *stack) {
 	const sku, stock = "KILL-1", 600
 	reset(t, sku, stock) // the load resets it too; this one lets the audit below answer at once
-	l := startLoad(t, loadtest.Config{SKU: sku, Stock: stock, Requests: 1500, Concurrency: 30, Modes: []string{"zk"}})
+	l := startLoad(t, loadtest.Config{SKU: sku, Stock: stock, Requests: sellOut(stock), Concurrency: 30, Modes: []string{"zk"}})
 	waitFor(t, 30*time.Second, "100 sold", func() bool { return auditOf(t, replicas[0], sku).UnitsSold >= 100 })
 	owned := func() (nodes []string) {
 		for _, e := range queueOf(t, replicas[0], sku) {
@@ -149,7 +149,7 @@ func testHolderPaused(t *testing.T, s *stack) {
 	staleBefore := ordersCounter(t, replicas[0], "stale_token")
 	unavailableBefore := ordersCounter(t, replicas[0], "lock_unavailable")
 	reset(t, sku, stock)
-	l := startLoad(t, loadtest.Config{SKU: sku, Stock: stock, Requests: 1200, Concurrency: 30, Modes: []string{"zk"}})
+	l := startLoad(t, loadtest.Config{SKU: sku, Stock: stock, Requests: sellOut(stock), Concurrency: 30, Modes: []string{"zk"}})
 	waitFor(t, 30*time.Second, "50 sold", func() bool { return auditOf(t, replicas[1], sku).UnitsSold >= 50 })
 	// Freeze order1, then look: if it did not hold the lock at that moment, thaw it and try again.
 	var held string
@@ -274,7 +274,7 @@ func testCutOff(t *testing.T, s *stack) {
 
 // The Redis lock modes through the same stack.
 func testRedisModes(t *testing.T) {
-	l := startLoad(t, loadtest.Config{SKU: "REDIS-1", Stock: 100, Requests: 600, Concurrency: 30, Modes: []string{"redis", "redis-fenced"}})
+	l := startLoad(t, loadtest.Config{SKU: "REDIS-1", Stock: 100, Requests: sellOut(100), Concurrency: 30, Modes: []string{"redis", "redis-fenced"}})
 	var parts []string
 	for _, row := range l.wait(t) {
 		exact(t, row, 100)
@@ -309,7 +309,7 @@ func TestEnsembleLeaderKilled(t *testing.T) {
 	setMode(t, "zk", replicas...)
 	const sku, stock = "ENSEMBLE-1", 600
 	reset(t, sku, stock)
-	l := startLoad(t, loadtest.Config{SKU: sku, Stock: stock, Requests: 1500, Concurrency: 30, Modes: []string{"zk"}})
+	l := startLoad(t, loadtest.Config{SKU: sku, Stock: stock, Requests: sellOut(stock), Concurrency: 30, Modes: []string{"zk"}})
 	waitFor(t, 30*time.Second, "100 sold", func() bool { return auditOf(t, replicas[0], sku).UnitsSold >= 100 })
 	docker(t, "kill", s.container(t, old))
 	killedAt := time.Since(l.start)
