@@ -280,7 +280,7 @@ func testRedisModes(t *testing.T) {
 		exact(t, row, 100)
 		parts = append(parts, fmt.Sprintf("%s: 100 of 100 sold, %.0f req/s", row.Mode, row.Throughput))
 	}
-	record(t, "loadtest -modes redis,redis-fenced (600 purchases, stock 100): %s; oversold 0, lost updates 0", strings.Join(parts, "; "))
+	record(t, "loadtest -modes redis,redis-fenced (%d purchases, stock 100): %s; oversold 0, lost updates 0", sellOut(100), strings.Join(parts, "; "))
 }
 
 // zkServers are the ensemble's servers by compose service, on their published client ports.
