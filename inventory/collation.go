@@ -17,6 +17,7 @@ var binaryColumns = []struct{ table, column string }{
 	{"orders", "sku"},
 	{"orders", "request_id"},
 	{"table_locks", "name"},
+	{"key_attempts", "request_id"},
 }
 
 // binaryCollation gives the identifier columns a binary collation where they lack it: on new

@@ -210,7 +210,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 			}
 		}
 		defer session().Exec("SELECT RELEASE_LOCK('zkstock_migrate')")
-		if err := session().AutoMigrate(&Product{}, &Order{}, &TableLock{}); err != nil {
+		if err := session().AutoMigrate(&Product{}, &Order{}, &TableLock{}, &KeyAttempt{}); err != nil {
 			return err
 		}
 		if err := session().Set("gorm:table_options", serverRunOptions).AutoMigrate(&ServerRun{}); err != nil {

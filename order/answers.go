@@ -55,9 +55,10 @@ const (
 // saleAnswer is the one table from the sale engine's errors (*sale.Error, for a change the fleet
 // did not admit as for one the engine did not make) to the API's answers: status, code and
 // message (cancelAnswer adds the two kinds only a cancellation meets). Only
-// sale.KindOutcomeUnknown is answered with a code whose promise (internal/answers) is that the
-// outcome is not known; every other answer says that nothing was changed. An error that is not a
-// *sale.Error is answered as the database's failure.
+// sale.KindOutcomeUnknown, KindInProgress and KindKeyUnchecked are answered with codes whose
+// promise to a retry (internal/answers) is that the outcome is not known; every other answer says
+// that nothing was changed. An error that is not a *sale.Error is answered as the database's
+// failure.
 func saleAnswer(err error, what changeKind) *apiError {
 	var se *sale.Error
 	if !errors.As(err, &se) {
@@ -101,6 +102,14 @@ func saleAnswer(err error, what changeKind) *apiError {
 		return newError(http.StatusServiceUnavailable, "lock_unavailable", "the product's lock could not be taken in time; retry")
 	case sale.KindClientGone:
 		return newError(499, "client_closed", "the client went away; "+nothing)
+	case sale.KindInProgress:
+		e := newError(http.StatusConflict, "request_in_progress", "an earlier attempt under this key is still being processed, and may still "+
+			"succeed: nothing is known of it yet. Retry after the seconds in Retry-After with the same key, or look it up; this request tried nothing")
+		e.RetryAfter = se.RetryAfterSeconds()
+		return e
+	case sale.KindKeyUnchecked:
+		return newError(http.StatusServiceUnavailable, "key_unavailable", "the database could not record this request's key, so nothing was tried; "+
+			"an earlier attempt under the same key, if one went unanswered, may still succeed: retry with the same key")
 	case sale.KindFleetClosed:
 		return newError(http.StatusServiceUnavailable, "shutting_down", "the replica is shutting down; nothing was changed; retry on another")
 	case sale.KindNotMember:

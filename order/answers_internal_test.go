@@ -12,8 +12,10 @@ import (
 )
 
 // Every kind of the sale engine's errors is answered, for a purchase, a cart and a cancellation,
-// with an answer of internal/answers' Table whose promise is the error's: only an outcome not
-// known is answered as not known, and every other answer promises that nothing was changed.
+// with an answer of internal/answers' Table whose promise is the error's: to a retry, only an
+// outcome not known (the change's, or an earlier attempt's) is answered as not known; to a first
+// attempt, only the change's own outcome not known and an earlier attempt in flight (under a key
+// someone else sent first). Every other answer promises that nothing was changed.
 func TestEveryKindIsAnsweredAsItsPromise(t *testing.T) {
 	for k := sale.Kind(0); k <= sale.KindFleetUnavailable; k++ {
 		for _, what := range []changeKind{aPurchase, aCart, aCancellation} {
@@ -26,10 +28,12 @@ func TestEveryKindIsAnsweredAsItsPromise(t *testing.T) {
 			switch {
 			case !ok:
 				t.Errorf("kind %d (%d): %d %s is not in answers.Table", k, what, e.Status, e.Code)
-			case se.OutcomeKnown() && a.Promise != answers.NotDone:
-				t.Errorf("kind %d (%d): %d %s promises %v, want not done", k, what, e.Status, e.Code, a.Promise)
-			case !se.OutcomeKnown() && a.Promise != answers.Unknown:
-				t.Errorf("kind %d (%d): %d %s promises %v, want unknown", k, what, e.Status, e.Code, a.Promise)
+			case se.OutcomeKnown() && a.For(true) != answers.NotDone:
+				t.Errorf("kind %d (%d): %d %s promises a retry %v, want not done", k, what, e.Status, e.Code, a.For(true))
+			case !se.OutcomeKnown() && a.For(true) != answers.Unknown:
+				t.Errorf("kind %d (%d): %d %s promises a retry %v, want unknown", k, what, e.Status, e.Code, a.For(true))
+			case (k == sale.KindOutcomeUnknown || k == sale.KindInProgress) != (a.For(false) == answers.Unknown):
+				t.Errorf("kind %d (%d): %d %s promises a first attempt %v", k, what, e.Status, e.Code, a.For(false))
 			}
 		}
 	}

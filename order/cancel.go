@@ -49,6 +49,14 @@ func (s *Server) cancelOrder(c *gin.Context) {
 		abortWith(c, badRequest(`send {"request_id": "<the purchase's Idempotency-Key>"}: the key is what lets you cancel the order`))
 		return
 	}
+	release, err := s.sales.HoldKey(c.Request.Context(), inventory.CancelKey(id), false)
+	if err != nil {
+		e := cancelAnswer(err)
+		s.metrics.cancellations.WithLabelValues(e.Code).Inc()
+		abortWith(c, e)
+		return
+	}
+	defer release()
 	ctx, ticket, done, err := s.sales.Admit(c.Request.Context(), s.fleet)
 	if err != nil {
 		e := cancelAnswer(err)

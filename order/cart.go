@@ -56,6 +56,12 @@ func parseCart(items []cartItem) ([]inventory.CartItem, *apiError) {
 // transaction that sells all the items or none (sale.Engine.SellCart).
 func (s *Server) purchaseCart(c *gin.Context, cart inventory.Cart) {
 	c.Header("Idempotency-Key", cart.RequestID)
+	release, err := s.sales.HoldKey(c.Request.Context(), cart.RequestID, cart.NewKey)
+	if err != nil {
+		s.refusePurchase(c, saleAnswer(err, aCart), cart.RequestID, sale.NewLog(s.log, slog.Int("cart", len(cart.Items)), slog.String("request_id", cart.RequestID)), err)
+		return
+	}
+	defer release()
 	ctx, ticket, done, err := s.sales.Admit(c.Request.Context(), s.fleet)
 	if err != nil {
 		s.refusePurchase(c, saleAnswer(err, aCart), cart.RequestID, sale.NewLog(s.log, slog.Int("cart", len(cart.Items)), slog.String("request_id", cart.RequestID)), err)

@@ -27,6 +27,9 @@ type plantedLies struct {
 	// zkstock_lies build only): a read through a node other than the last writer's may miss a
 	// commit the cluster acknowledged.
 	staleReads bool
+	// noKeyHold holds no key in flight (sale.Lies.NoKeyHold): a retry runs beside the attempt it
+	// retries and may be told "nothing was sold" while that attempt still commits.
+	noKeyHold bool
 }
 
 // planted is this process's planted lies; zero unless built with zkstock_lies.
@@ -42,6 +45,7 @@ const (
 	LieSwitchNoDrain      = "switch-no-drain"
 	LieUnsafeFlush        = "unsafe-flush"
 	LieStaleReads         = "stale-reads"
+	LieNoKeyHold          = "no-key-hold"
 )
 
 // parseLies reads ZKSTOCK_LIE's value.
@@ -60,8 +64,10 @@ func parseLies(s string) (plantedLies, error) {
 			l.unsafeFlush = true
 		case LieStaleReads:
 			l.staleReads = true
+		case LieNoKeyHold:
+			l.noKeyHold = true
 		default:
-			return plantedLies{}, fmt.Errorf("ZKSTOCK_LIE: unknown lie %q (known: %s, %s, %s, %s, %s)", name, LieSoldOutCache, LieUnconfirmedNotSold, LieSwitchNoDrain, LieUnsafeFlush, LieStaleReads)
+			return plantedLies{}, fmt.Errorf("ZKSTOCK_LIE: unknown lie %q (known: %s, %s, %s, %s, %s, %s)", name, LieSoldOutCache, LieUnconfirmedNotSold, LieSwitchNoDrain, LieUnsafeFlush, LieStaleReads, LieNoKeyHold)
 		}
 	}
 	return l, nil

@@ -47,6 +47,12 @@ func (s *Server) purchase(c *gin.Context) {
 	// Every answer names the purchase's key, so that a client who gets no answer it can trust
 	// (a timeout, a 503 outcome_unknown) can look the purchase up or retry it safely.
 	c.Header("Idempotency-Key", p.RequestID)
+	release, err := s.sales.HoldKey(c.Request.Context(), p.RequestID, p.NewKey)
+	if err != nil {
+		s.refusePurchase(c, saleAnswer(err, aPurchase), p.RequestID, sale.NewLog(s.log, slog.String("sku", p.SKU), slog.String("request_id", p.RequestID)), err)
+		return
+	}
+	defer release()
 	ctx, ticket, done, err := s.sales.Admit(c.Request.Context(), s.fleet)
 	if err != nil {
 		s.refusePurchase(c, saleAnswer(err, aPurchase), p.RequestID, sale.NewLog(s.log, slog.String("sku", p.SKU), slog.String("request_id", p.RequestID)), err)

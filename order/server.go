@@ -111,7 +111,7 @@ func New(cfg Config, src inventory.Source, locks *dlock.Client, log *slog.Logger
 		ZKServers: cfg.ZKServers, ZKSessionTimeout: cfg.ZKSessionTimeout, HerdOptions: cfg.ZKAuth.teachingOptions(),
 		Redis:   sale.RedisConfig{Addr: cfg.RedisAddr, Username: cfg.RedisUsername, Password: cfg.RedisPassword, LockTTL: cfg.RedisLockTTL},
 		Metrics: m.sale,
-		Lies:    sale.Lies{SoldOutCache: planted.soldOutCache, UnconfirmedNotSold: planted.unconfirmedNotSold},
+		Lies:    sale.Lies{SoldOutCache: planted.soldOutCache, UnconfirmedNotSold: planted.unconfirmedNotSold, NoKeyHold: planted.noKeyHold},
 	}, src, locks, s.log)
 	if s.fleet, err = s.joinFleet(); err != nil {
 		return nil, fmt.Errorf("order: %w", err)

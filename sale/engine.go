@@ -83,6 +83,9 @@ type Lies struct {
 	// UnconfirmedNotSold answers a change whose COMMIT went unanswered as not made
 	// (KindStorage), whatever the database says became of it.
 	UnconfirmedNotSold bool
+	// NoKeyHold holds no key (HoldKey): a retry runs beside the attempt it retries, and is told
+	// "nothing was sold" while that attempt may still commit.
+	NoKeyHold bool
 }
 
 // Engine sells; it is safe for concurrent use. Close ends what it opened.
@@ -132,6 +135,9 @@ func New(cfg Config, src inventory.Source, locks *dlock.Client, log *slog.Logger
 		e.admission.fleet = newFleetQueue(func(ctx context.Context, sku string) (dlock.QueueStat, error) {
 			return locks.QueueStat(ctx, LockPath(sku))
 		}).viewOf
+	}
+	if src != nil {
+		go e.sweepKeys()
 	}
 	e.soldOut.seen = func(sku string, stock int64) {
 		e.admission.noteStock(sku, stock, time.Now())

@@ -13,7 +13,9 @@ import (
 // Kind is what became of a change the engine did not make, as its answer must say it.
 type Kind uint8
 
-// The kinds of *Error. Every kind but KindOutcomeUnknown promises that nothing was changed.
+// The kinds of *Error. Each promises that this attempt changed nothing, but KindOutcomeUnknown;
+// all but KindOutcomeUnknown, KindInProgress and KindKeyUnchecked also promise that no attempt
+// under the change's key is in flight (HoldKey held it).
 const (
 	// KindStorage: the database did not complete the change (the default).
 	KindStorage Kind = iota
@@ -31,6 +33,12 @@ const (
 	KindLockUnavailable // the locks were not taken by the lock deadline
 	KindShuttingDown    // the engine is closing (a batch not begun)
 	KindClientGone      // the caller's context was cancelled
+	// KindInProgress: an earlier attempt under the key may still commit, and had not been
+	// answered within the wait (HoldKey; Error.RetryAfter); this one tried nothing.
+	KindInProgress
+	// KindKeyUnchecked: the key could not be held (the database): this attempt tried nothing, and
+	// whether an earlier one under the key is in flight is not known.
+	KindKeyUnchecked
 
 	// The fleet did not admit the change (Admit).
 	KindFleetClosed      // the replica is leaving its fleet
@@ -45,16 +53,18 @@ const (
 type Error struct {
 	Kind       Kind
 	SKU        string        // KindOutOfStock of a cart: the first item the stock was short of
-	RetryAfter time.Duration // KindSKUBusy: when the queue is foreseen back within the budget
+	RetryAfter time.Duration // KindSKUBusy: when the queue is foreseen back within the budget; KindInProgress: when to ask again
 	Err        error         // what happened
 }
 
 func (e *Error) Error() string { return e.Err.Error() }
 func (e *Error) Unwrap() error { return e.Err }
 
-// OutcomeKnown says whether the change is known not to have been made: true for every kind but
-// KindOutcomeUnknown.
-func (e *Error) OutcomeKnown() bool { return e.Kind != KindOutcomeUnknown }
+// OutcomeKnown says whether the change is known not to have been made by any attempt under its
+// key: false for KindOutcomeUnknown, KindInProgress and KindKeyUnchecked.
+func (e *Error) OutcomeKnown() bool {
+	return e.Kind != KindOutcomeUnknown && e.Kind != KindInProgress && e.Kind != KindKeyUnchecked
+}
 
 // RetryAfterSeconds is RetryAfter as the Retry-After header gives it: whole seconds, at least one.
 func (e *Error) RetryAfterSeconds() int { return wholeSeconds(e.RetryAfter) }

@@ -25,6 +25,30 @@ func TestOf(t *testing.T) {
 	}
 }
 
+// An answer given before the key was held promises nothing to a retry; one given after it holds
+// for a retry as for a first attempt.
+func TestOfAttempt(t *testing.T) {
+	for _, c := range []struct {
+		status      int
+		code        string
+		first, then Promise
+	}{
+		{201, "", Done, Done},
+		{503, "lock_unavailable", NotDone, NotDone},
+		{503, "sku_busy", NotDone, NotDone},
+		{503, "key_unavailable", NotDone, Unknown},
+		{409, "request_in_progress", Unknown, Unknown},
+		{503, "outcome_unknown", Unknown, Unknown},
+	} {
+		if got := OfAttempt(c.status, c.code, false); got != c.first {
+			t.Errorf("%d %s to a first attempt: %v, want %v", c.status, c.code, got, c.first)
+		}
+		if got := OfAttempt(c.status, c.code, true); got != c.then {
+			t.Errorf("%d %s to a retry: %v, want %v", c.status, c.code, got, c.then)
+		}
+	}
+}
+
 // Every status and code is listed once, and no 2xx (a success needs no entry).
 func TestTableIsOneEntryPerAnswer(t *testing.T) {
 	seen := map[Answer]bool{}

@@ -1,0 +1,71 @@
+package inventory
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// KeyAttempt is one attempt's holding of a change's key: written before the attempt is admitted
+// and deleted once it is answered, so that the whole fleet knows the key is in flight. A holding
+// its replica never deleted (a crash) expires by the database's clock, once no COMMIT of the
+// attempt can still apply; HoldKey then takes it over.
+type KeyAttempt struct {
+	RequestID string    `gorm:"primaryKey;size:160"`
+	Attempt   string    `gorm:"size:32;not null"`
+	Replica   string    `gorm:"size:64;not null"`
+	ExpiresAt time.Time `gorm:"type:datetime(6);not null;index"`
+}
+
+// TableName is the table of keys in flight.
+func (KeyAttempt) TableName() string { return "key_attempts" }
+
+// CancelKey is the key a cancellation of order id is held under: the order's, for whoever cancels
+// it. No client key can take it (KeySeparator).
+func CancelKey(id int64) string { return fmt.Sprintf("%scancel/%d", KeySeparator, id) }
+
+// HoldKey records that attempt, of this replica, holds key for hold from now by the database's
+// clock. held is false, with no error, while another attempt holds it unexpired; an expired
+// holding is taken over. A conflict between two Galera nodes' writes (1213) is not held either:
+// the caller asks again.
+func (s *Store) HoldKey(ctx context.Context, key, attempt, replica string, hold time.Duration) (held bool, _ error) {
+	us := hold.Microseconds()
+	res, err := s.sqlDB.ExecContext(ctx, "INSERT IGNORE INTO key_attempts (request_id, attempt, replica, expires_at) VALUES (?, ?, ?, NOW(6) + INTERVAL ? MICROSECOND)",
+		key, attempt, replica, us)
+	if err == nil {
+		var n int64
+		if n, err = res.RowsAffected(); err == nil && n == 1 {
+			return true, nil
+		}
+	}
+	if err == nil {
+		res, err = s.sqlDB.ExecContext(ctx, "UPDATE key_attempts SET attempt = ?, replica = ?, expires_at = NOW(6) + INTERVAL ? MICROSECOND WHERE request_id = ? AND expires_at <= NOW(6)",
+			attempt, replica, us, key)
+	}
+	if err == nil {
+		n, rerr := res.RowsAffected()
+		return rerr == nil && n == 1, rerr
+	}
+	if isLockConflict(err) {
+		return false, nil
+	}
+	return false, fmt.Errorf("inventory: hold key %q: %w", key, err)
+}
+
+// ReleaseKey deletes attempt's holding of key; a holding taken over since is left alone.
+func (s *Store) ReleaseKey(ctx context.Context, key, attempt string) error {
+	if _, err := s.sqlDB.ExecContext(ctx, "DELETE FROM key_attempts WHERE request_id = ? AND attempt = ?", key, attempt); err != nil {
+		return fmt.Errorf("inventory: release key %q: %w", key, err)
+	}
+	return nil
+}
+
+// SweepKeys deletes up to limit holdings expired for longer than grace (crashed replicas' keys that
+// no retry came for), and says how many it deleted.
+func (s *Store) SweepKeys(ctx context.Context, grace time.Duration, limit int) (int64, error) {
+	res, err := s.sqlDB.ExecContext(ctx, "DELETE FROM key_attempts WHERE expires_at < NOW(6) - INTERVAL ? MICROSECOND LIMIT ?", grace.Microseconds(), limit)
+	if err != nil {
+		return 0, fmt.Errorf("inventory: sweep expired keys: %w", err)
+	}
+	return res.RowsAffected()
+}

@@ -1,0 +1,243 @@
+package order_test
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/zkstock/zkstock/internal/answers"
+	"github.com/zkstock/zkstock/internal/testenv"
+	"github.com/zkstock/zkstock/order"
+)
+
+// A retry is never told "nothing was changed" while an earlier attempt under its key may still
+// commit. Reproduced as a careful client meets it: two replicas in zk, LOCK_TIMEOUT 3 s; a
+// database session holds every COMMIT for 7 s (BACKUP STAGE BLOCK_COMMIT); the first attempt
+// takes the lock on replica 1 and its COMMIT waits; its client gives up at 1 s and sends the same
+// request under the same key to replica 2, then again after each Retry-After, until an answer is
+// final. Before the key was held fleet-wide the retry was answered 503 lock_unavailable ("nothing
+// was sold") and the first attempt then committed. Every answer is held to its promise for a
+// retry (internal/answers) once the block has lifted and the change's fate is in the database.
+func TestARetryIsNeverToldNothingChangedWhileItsKeyMayCommit(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		// send is the change, under key, to replica r; made says whether the database holds it.
+		send func(t *testing.T, r *replica, key string, timeout time.Duration) reply
+		made func(t *testing.T, r *replica, key string) bool
+		// before runs before the commits are held (the cancellation's purchase).
+		before func(t *testing.T, r *replica, key string)
+	}{
+		{name: "purchase",
+			send: func(t *testing.T, r *replica, key string, timeout time.Duration) reply {
+				return send(t, timeout, r.URL+"/v1/orders", `{"sku":"RETRY-A","qty":1}`, key)
+			},
+			made: func(t *testing.T, r *replica, key string) bool { return orderUnder(t, r, key) },
+		},
+		{name: "cart",
+			send: func(t *testing.T, r *replica, key string, timeout time.Duration) reply {
+				return send(t, timeout, r.URL+"/v1/orders", `{"items":[{"sku":"RETRY-A","qty":1},{"sku":"RETRY-B","qty":2}]}`, key)
+			},
+			made: func(t *testing.T, r *replica, key string) bool { return orderUnder(t, r, key) },
+		},
+		{name: "cancellation",
+			before: func(t *testing.T, r *replica, key string) {
+				if rep := buy(t, r, "RETRY-A", 1, key); rep.status != 201 {
+					t.Fatalf("the purchase to cancel: %s", rep.raw)
+				}
+			},
+			send: func(t *testing.T, r *replica, key string, timeout time.Duration) reply {
+				o, found, err := r.Store.OrderByRequestID(context.Background(), key)
+				if err != nil || !found {
+					t.Fatalf("the purchase to cancel: found %v, %v", found, err)
+				}
+				return send(t, timeout, fmt.Sprintf("%s/v1/orders/%d/cancel", r.URL, o.ID), fmt.Sprintf(`{"request_id":%q}`, key), "")
+			},
+			made: func(t *testing.T, r *replica, key string) bool {
+				o, _, err := r.Store.OrderByRequestID(context.Background(), key)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return o.CancelledAt != nil
+			},
+		},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dsn := testenv.MySQLDatabase(t)
+			rs := newCluster(t, 2, clusterOpts{Mode: order.ModeZK, DSN: dsn, LockTimeout: 3 * time.Second})
+			resetStock(t, rs[0], "RETRY-A", 5)
+			resetStock(t, rs[0], "RETRY-B", 5)
+			key := "retry-" + c.name + "-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+			if c.before != nil {
+				c.before(t, rs[0], key)
+			}
+			release := holdCommits(t, dsn)
+			first := make(chan reply, 1)
+			go func() { first <- c.send(t, rs[0], key, time.Second) }()
+			got := []reply{<-first} // the client gave up: no answer (status 0)
+			for i := 1; ; i++ {
+				rep := c.send(t, rs[i%2], key, 10*time.Second)
+				got = append(got, rep)
+				if answers.OfAttempt(rep.status, rep.code(), true) != answers.Unknown || i > 40 {
+					break
+				}
+				pause := time.Second
+				if s, err := strconv.Atoi(rep.header.Get("Retry-After")); err == nil {
+					pause = time.Duration(s) * time.Second
+				}
+				time.Sleep(pause)
+			}
+			release()
+			waitForNoCommit(t, dsn)
+			made := c.made(t, rs[0], key)
+			final := got[len(got)-1]
+			t.Logf("made %v; answers %s", made, answerLines(got))
+			if answers.OfAttempt(final.status, final.code(), true) == answers.Unknown {
+				t.Fatalf("no final answer after %d retries: %s", len(got)-1, answerLines(got))
+			}
+			for i, rep := range got[1:] {
+				switch answers.OfAttempt(rep.status, rep.code(), true) {
+				case answers.NotDone:
+					if made {
+						t.Errorf("retry %d was answered %s (nothing changed), and the change was made: %s", i+1, rep.codeLine(), rep.raw)
+					}
+				case answers.Done:
+					if !made {
+						t.Errorf("retry %d was answered %s, and the change is not in the database", i+1, rep.codeLine())
+					}
+				}
+			}
+			if rep := call(t, "GET", rs[1].URL+"/v1/orders?request_id="+key, ""); (rep.status == 200) != (c.name == "cancellation" || made) {
+				t.Errorf("look-up by key after the retries: %s, made %v", rep.codeLine(), made)
+			}
+			for _, sku := range []string{"RETRY-A", "RETRY-B"} {
+				if a := auditOf(t, rs[0], sku); a.Oversold != 0 || a.LostUpdates != 0 || a.Stock != a.InitialStock-a.UnitsSold {
+					t.Errorf("audit of %s: %+v", sku, a)
+				}
+			}
+		})
+	}
+}
+
+// holdCommits holds every COMMIT on the test database's server until release (BACKUP STAGE
+// BLOCK_COMMIT, on a session of its own), or for 7 s at the most; release is idempotent.
+func holdCommits(t *testing.T, dsn string) (release func()) {
+	t.Helper()
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"BACKUP STAGE START", "BACKUP STAGE BLOCK_COMMIT"} {
+		if _, err := conn.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	done := make(chan struct{})
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		select {
+		case <-done:
+		case <-time.After(7 * time.Second):
+		}
+		if _, err := conn.ExecContext(ctx, "BACKUP STAGE END"); err != nil {
+			t.Errorf("BACKUP STAGE END: %v", err)
+		}
+		_ = conn.Close()
+		_ = db.Close()
+	}()
+	var once bool
+	release = func() {
+		if !once {
+			once = true
+			close(done)
+		}
+		<-ended
+	}
+	t.Cleanup(release)
+	return func() {
+		if !once {
+			once = true
+			close(done)
+		}
+	}
+}
+
+// waitForNoCommit waits until no COMMIT is executing on the server, for 30 s at the most.
+func waitForNoCommit(t *testing.T, dsn string) {
+	t.Helper()
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		var n int
+		if err := db.QueryRow("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO = 'COMMIT'").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			return
+		}
+	}
+	t.Fatal("a COMMIT was still executing 30 s after the commits were let through")
+}
+
+// send posts body to url under the key with a client that gives up after timeout: status 0 then.
+func send(t *testing.T, timeout time.Duration, url, body, key string) reply {
+	t.Helper()
+	req, err := http.NewRequest("POST", url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
+	resp, err := (&http.Client{Timeout: timeout}).Do(req)
+	if err != nil {
+		return reply{raw: err.Error()}
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	r := reply{status: resp.StatusCode, raw: string(raw), header: resp.Header}
+	_ = json.NewDecoder(bytes.NewReader(raw)).Decode(&r.body)
+	return r
+}
+
+// orderUnder says whether the database holds an order under key (a cart's head order).
+func orderUnder(t *testing.T, r *replica, key string) bool {
+	t.Helper()
+	_, found, err := r.Store.OrderByRequestID(context.Background(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return found
+}
+
+func answerLines(rs []reply) string {
+	var b strings.Builder
+	for i, r := range rs {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		if r.status == 0 {
+			b.WriteString("no answer")
+			continue
+		}
+		b.WriteString(r.codeLine())
+	}
+	return b.String()
+}
