@@ -3,9 +3,11 @@ package lincheck
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -44,52 +46,81 @@ func (r *Recorder) requestFor(replica string, in Input, key string, cancel ownOr
 	return req
 }
 
-// do sends one operation and records it; kept is false when it is left out of the history. got
-// are the orders it was answered 201 for.
-func (r *Recorder) do(ctx context.Context, c int, replica string, in Input, key string, cancel ownOrder) (out Output, got []ownOrder, kept bool) {
+// do sends one change, and again under its key while its answers promise it nothing (Config.Retries),
+// from replica first on, and records it; kept is false when it is left out of the history. got are
+// the orders it was answered for.
+func (r *Recorder) do(ctx context.Context, c, first int, in Input, key string, cancel ownOrder) (out Output, got []ownOrder, kept bool) {
 	if in.Kind == Cancel {
 		key = cancel.key
 	}
-	req := r.requestFor(replica, in, key, cancel)
-	started := time.Now()
-	call := r.now()
-	status, raw, err := r.send(ctx, req.method, replica+req.path, req.body, false, req.hdr)
-	ret := r.now()
-	if r.cfg.Observe != nil {
-		defer func() {
-			answer := out.Answer
-			if err != nil && notSent(err) {
-				answer = "not sent"
-			}
-			r.cfg.Observe(Observation{Client: c, Kind: in.Kind, Answer: answer, Result: out.Result, Start: started,
-				End: started.Add(time.Duration(ret - call)), InHistory: kept, Replica: replica, Key: key})
-		}()
-	}
-	name := replicaName(replica, r.cfg.Replicas)
-	meta := fmt.Sprintf("%s, key %s", name, key)
-	if in.Kind == Cancel {
-		meta = fmt.Sprintf("%s, order %d (key %s)", name, cancel.id, key)
-	}
-	if err != nil {
-		if notSent(err) {
-			r.count(in.Kind.String()+" not sent", func(s *Stats) { s.NotSent++ })
-			return Output{Result: Unknown, Short: -1, Answer: "cut"}, nil, false
+	var (
+		req       request
+		answered  []string
+		observed  []Observation
+		call, ret int64
+		sent      bool
+	)
+	defer func() {
+		for _, o := range observed {
+			o.InHistory = kept
+			r.cfg.Observe(o)
 		}
-		meta += ": " + err.Error()
-	}
-	out, got, problem := r.classify(in, key, status, raw, err)
-	r.count(in.Kind.String()+" "+out.Answer, nil)
-	if problem != "" {
-		r.count("", func(s *Stats) {
-			if status == http.StatusBadRequest {
-				s.BadRequests++
-			} else {
-				s.BadAnswers++
+	}()
+	for attempt := 0; ; attempt++ {
+		replica := r.cfg.Replicas[(first+attempt)%len(r.cfg.Replicas)]
+		areq := r.requestFor(replica, in, key, cancel)
+		started := time.Now()
+		acall := r.now()
+		status, raw, header, err := r.sendAttempt(ctx, c, areq)
+		aret := r.now()
+		aout, agot, problem := Output{Result: Unknown, Short: -1, Answer: "not sent"}, []ownOrder(nil), ""
+		if err == nil || !notSent(err) {
+			aout, agot, problem = r.classify(in, key, status, raw, err, attempt > 0)
+			r.count(in.Kind.String()+" "+aout.Answer, nil)
+			if !sent {
+				call, sent = acall, true
 			}
-			if len(s.Problems) < 5 {
-				s.Problems = append(s.Problems, fmt.Sprintf("%s %s %s (%s): %s: %d %s", req.method, req.path, req.body, meta, problem, status, strings.TrimSpace(string(raw))))
+			req, out, got, ret = areq, aout, agot, aret
+		} else {
+			r.count(in.Kind.String()+" not sent", func(s *Stats) { s.NotSent++ })
+		}
+		if r.cfg.Observe != nil {
+			observed = append(observed, Observation{Client: c, Kind: in.Kind, Answer: aout.Answer, Result: aout.Result, Start: started,
+				End: started.Add(time.Duration(aret - acall)), Replica: replica, Key: key})
+		}
+		if err != nil && !notSent(err) && r.impatient(c) && errors.Is(err, context.DeadlineExceeded) {
+			r.count("", func(s *Stats) { s.GaveUp++ })
+		}
+		answered = append(answered, fmt.Sprintf("%s: %s", replicaName(replica, r.cfg.Replicas), aout.Answer))
+		if problem != "" {
+			r.count("", func(s *Stats) {
+				if status == http.StatusBadRequest {
+					s.BadRequests++
+				} else {
+					s.BadAnswers++
+				}
+				if len(s.Problems) < 5 {
+					s.Problems = append(s.Problems, fmt.Sprintf("%s %s %s (key %s): %s: %d %s", areq.method, areq.path, areq.body, key, problem, status, strings.TrimSpace(string(raw))))
+				}
+			})
+		}
+		if (sent && out.Result != Unknown) || in.Kind == Read || attempt >= r.cfg.Retries || r.stop.Load() || ctx.Err() != nil {
+			break
+		}
+		r.count("", func(s *Stats) {
+			s.Retries++
+			if attempt == 0 {
+				s.Retried++
 			}
 		})
+		time.Sleep(r.retryPause(header))
+	}
+	if !sent {
+		return Output{Result: Unknown, Short: -1, Answer: "cut"}, nil, false // no attempt reached a replica: nothing can have changed
+	}
+	meta := fmt.Sprintf("key %s: %s", key, strings.Join(answered, ", "))
+	if in.Kind == Cancel {
+		meta = fmt.Sprintf("order %d (key %s): %s", cancel.id, key, strings.Join(answered, ", "))
 	}
 	if len(got) == 1 {
 		meta += fmt.Sprintf(", order %d", got[0].id)
@@ -98,8 +129,8 @@ func (r *Recorder) do(ctx context.Context, c int, replica string, in Input, key 
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if in.Kind != Read && (out.Result == Refused || out.Result == OutOfStock) && !strings.HasSuffix(out.Answer, " idempotency_key_reused") {
-		// Its promise, nothing was changed, is checked by its key after the history (but for a
-		// key another request holds, which the look-up would find).
+		// Its promise, nothing was changed by any attempt under its key, is checked by its key
+		// after the history (but for a key another request holds, which the look-up would find).
 		r.refusals = append(r.refusals, refusal{op: op, req: req})
 	}
 	switch {
@@ -113,11 +144,30 @@ func (r *Recorder) do(ctx context.Context, c int, replica string, in Input, key 
 	return out, got, true
 }
 
-// classify reads an answer by its promise (answers.Of): done (OK, with what it says of the stock),
+// sendAttempt sends one attempt of client c, which gives up after GiveUpAfter if impatient.
+func (r *Recorder) sendAttempt(ctx context.Context, c int, req request) (int, []byte, http.Header, error) {
+	if r.impatient(c) && req.method != http.MethodGet {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, r.cfg.GiveUpAfter)
+		defer cancel()
+	}
+	return r.sendFor(ctx, req.method, req.replica+req.path, req.body, false, req.hdr)
+}
+
+// retryPause is the wait before a retry: the answer's Retry-After (request_in_progress gives
+// one), or RetryPause.
+func (r *Recorder) retryPause(h http.Header) time.Duration {
+	if s, err := strconv.Atoi(h.Get("Retry-After")); err == nil && s > 0 {
+		return time.Duration(s) * time.Second
+	}
+	return r.cfg.RetryPause
+}
+
+// classify reads an answer by its promise to a first attempt or a retry (answers.OfAttempt): done (OK, with what it says of the stock),
 // nothing changed (OutOfStock for a short purchase or cart, Refused for the rest), or not known
 // (Unknown: no answer, an answer that says so, or a success without the documented fields).
 // problem says what is wrong with a 400 or a success without its fields.
-func (r *Recorder) classify(in Input, key string, status int, raw []byte, err error) (out Output, got []ownOrder, problem string) {
+func (r *Recorder) classify(in Input, key string, status int, raw []byte, err error, retry bool) (out Output, got []ownOrder, problem string) {
 	var e struct {
 		Code string `json:"code"`
 		SKU  string `json:"sku"`
@@ -131,7 +181,7 @@ func (r *Recorder) classify(in Input, key string, status int, raw []byte, err er
 	if status == http.StatusBadRequest {
 		problem = "bad request" // a request this package got wrong, or a service that refuses what its API documents
 	}
-	promise := answers.Of(status, e.Code)
+	promise := answers.OfAttempt(status, e.Code, retry)
 	if status == http.StatusBadRequest {
 		promise = answers.NotDone // whatever its code: the request was not taken
 	}
@@ -156,6 +206,22 @@ func (r *Recorder) classify(in Input, key string, status int, raw []byte, err er
 // parseDone reads a success: OK with the stock it reports, or Unknown when it lacks the fields
 // the API documents (problem says which).
 func (r *Recorder) parseDone(in Input, key string, status int, raw []byte, out Output) (Output, []ownOrder, string) {
+	var replay struct {
+		Replayed bool `json:"replayed"`
+	}
+	if status == http.StatusOK && in.Kind != Read && json.Unmarshal(raw, &replay) == nil && replay.Replayed {
+		// Made before this answer, by an earlier attempt under the key: what the change left is
+		// not this answer's to say (a replayed cancellation reports today's stock).
+		if in.Kind == Cancel {
+			out.Result = Applied
+			return out, nil, ""
+		}
+		made, got, problem := r.parseDone(in, key, http.StatusCreated, raw, out)
+		if problem == "" {
+			made.Result, made.Remaining = Applied, [2]int64{}
+		}
+		return made, got, problem
+	}
 	skus := r.cfg.SKUs
 	switch {
 	case status == http.StatusCreated && in.Kind == Buy:

@@ -44,7 +44,7 @@ func TestClassifyByPromise(t *testing.T) {
 		{buy, 0, ``, errors.New("read: connection reset"), Unknown, -1},
 		{buy, 201, `{"order":{"id":7}}`, nil, Unknown, -1}, // a success without its fields
 	} {
-		out, _, _ := r.classify(c.in, "k", c.status, []byte(c.body), c.err)
+		out, _, _ := r.classify(c.in, "k", c.status, []byte(c.body), c.err, false)
 		if out.Result != c.want || out.Short != c.short {
 			t.Errorf("%s answered %d %s: result %d short %d, want %d short %d", c.in.Kind, c.status, c.body, out.Result, out.Short, c.want, c.short)
 		}

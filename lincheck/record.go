@@ -64,6 +64,21 @@ type Config struct {
 	// bound before Stop. A look-up changes nothing, so the stock read after the history is the
 	// history's own.
 	ResolveByKey bool
+	// Retries makes the clients retry as people write them: a change whose answer promises it
+	// nothing (no answer, outcome_unknown, request_in_progress: internal/answers, read as a retry's
+	// from the second attempt on) is sent again under the same key to the next replica, after the
+	// answer's Retry-After (RetryPause when it gives none), up to Retries times. A change refused
+	// ("nothing was changed") is not: the client's next change has a new key, as the promise
+	// allows. The history holds the change once, from its first attempt's call to its last's
+	// answer, which decides it. 0: every change is sent once.
+	Retries    int
+	RetryPause time.Duration // default 100 ms
+	// Impatient is the share of clients, from 0 to 1, that give up on each request after
+	// GiveUpAfter (default 500 ms), well before the service's own bounds.
+	Impatient   float64
+	GiveUpAfter time.Duration
+	// Eager is the share of clients that send their next change at once, without Pause.
+	Eager float64
 	// Observe, if set, is told of every operation that got an answer or none, kept in the history
 	// or not (failed reads, requests not sent), as it ends: for a timeline of latencies.
 	Observe func(Observation)
@@ -105,7 +120,15 @@ func (c *Config) defaults() error {
 	if c.RequestTimeout == 0 {
 		c.RequestTimeout = 10 * time.Second
 	}
+	if c.RetryPause == 0 {
+		c.RetryPause = 100 * time.Millisecond
+	}
+	if c.GiveUpAfter == 0 {
+		c.GiveUpAfter = 500 * time.Millisecond
+	}
 	switch {
+	case c.Retries < 0 || c.Impatient < 0 || c.Impatient > 1 || c.Eager < 0 || c.Eager > 1:
+		return fmt.Errorf("lincheck: retries %d, impatient %v, eager %v: want retries from 0 and shares from 0 to 1", c.Retries, c.Impatient, c.Eager)
 	case c.Stock < 0 || c.MaxQty < 1 || c.Clients < 1 || c.MaxOps < 1 || c.Duration < 0:
 		return fmt.Errorf("lincheck: stock %d, max qty %d, clients %d, max ops %d, duration %v: want a stock from 0 and the others from 1",
 			c.Stock, c.MaxQty, c.Clients, c.MaxOps, c.Duration)
@@ -153,6 +176,9 @@ type Stats struct {
 	// DoneUnchecked counts the changes answered done (each looked up after the history too: one
 	// found not made is a broken promise) that no replica could be asked about.
 	DoneUnchecked int
+	// Retried counts the changes sent more than once under their key (Config.Retries), Retries
+	// the attempts after the first, and GaveUp the attempts an impatient client gave up on.
+	Retried, Retries, GaveUp int
 }
 
 // History is a recorded history, ready to check.
@@ -344,7 +370,7 @@ func (r *Recorder) client(ctx context.Context, c int) {
 		if r.stop.Load() || ctx.Err() != nil || r.ops.Add(1) > int64(r.cfg.MaxOps) {
 			return
 		}
-		replica := r.cfg.Replicas[(c+i)%len(r.cfg.Replicas)]
+		first := (c + i) % len(r.cfg.Replicas)
 		qty := func() int64 { return 1 + rng.Int64N(r.cfg.MaxQty) }
 		var in Input
 		var cancel ownOrder
@@ -365,15 +391,23 @@ func (r *Recorder) client(ctx context.Context, c int) {
 			in.Qty[cancel.sku] = cancel.qty
 		}
 		key := fmt.Sprintf("lc-%s-%d-%d", r.run, c, i)
-		out, got, kept := r.do(ctx, c, replica, in, key, cancel)
+		out, got, kept := r.do(ctx, c, first, in, key, cancel)
 		mine = append(mine, got...)
-		if !kept || out.Result == Unknown {
+		switch {
+		case !kept || out.Result == Unknown:
 			time.Sleep(50 * time.Millisecond) // do not hammer a replica that is down
-		} else if r.cfg.Pause > 0 {
+		case r.cfg.Pause > 0 && !r.eager(c):
 			time.Sleep(r.cfg.Pause)
 		}
 	}
 }
+
+// impatient says whether client c gives up on its requests early (Config.Impatient): the first
+// clients are.
+func (r *Recorder) impatient(c int) bool { return c < int(r.cfg.Impatient*float64(r.cfg.Clients)+0.5) }
+
+// eager says whether client c sends its changes without a pause (Config.Eager): the last clients are.
+func (r *Recorder) eager(c int) bool { return r.cfg.Clients-1-c < int(r.cfg.Eager*float64(r.cfg.Clients)+0.5) }
 
 // count adds an answer to the stats, and lets f change them under the same lock.
 func (r *Recorder) count(answer string, f func(*Stats)) {

@@ -37,6 +37,13 @@ type shop struct {
 	modes     []string
 	cancelled map[int64]bool
 	lookUps   int
+	// slowFirst makes a purchase's first attempt under its key take this long; a later attempt
+	// meanwhile is answered 409 request_in_progress, or, when retryLies, 503 lock_unavailable
+	// ("nothing was sold") while the first goes on to sell: the lie a retry must not be told.
+	slowFirst time.Duration
+	retryLies bool
+	inFlight  map[string]bool
+	replies   map[string]map[string]any // a key's 201, replayed
 }
 
 type order struct {
@@ -46,7 +53,8 @@ type order struct {
 }
 
 func newShop(racy bool) *shop {
-	return &shop{racy: racy, stock: map[string]int64{}, orders: map[int64]order{}, cancelled: map[int64]bool{}, keys: map[string]bool{}}
+	return &shop{racy: racy, stock: map[string]int64{}, orders: map[int64]order{}, cancelled: map[int64]bool{}, keys: map[string]bool{},
+		inFlight: map[string]bool{}, replies: map[string]map[string]any{}}
 }
 
 func (s *shop) get(sku string) int64 { s.mu.Lock(); defer s.mu.Unlock(); return s.stock[sku] }
@@ -205,12 +213,28 @@ func (s *shop) purchase(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.mu.Lock()
-	seen := s.keys[key]
+	seen, busy := s.keys[key], s.inFlight[key]
+	replay := map[string]any{"replayed": true}
+	for k, v := range s.replies[key] {
+		replay[k] = v
+	}
+	if !seen && !busy {
+		s.inFlight[key] = true
+		defer func() { s.mu.Lock(); delete(s.inFlight, key); s.mu.Unlock() }()
+	}
 	s.mu.Unlock()
-	if seen {
-		answer(w, 200, map[string]any{"replayed": true})
+	switch {
+	case seen:
+		answer(w, 200, replay)
+		return
+	case busy && s.retryLies:
+		answer(w, 503, map[string]string{"code": "lock_unavailable"})
+		return
+	case busy:
+		answer(w, 409, map[string]string{"code": "request_in_progress"})
 		return
 	}
+	time.Sleep(s.slowFirst)
 	before, code, after := s.fail()
 	if before {
 		answer(w, 503, map[string]string{"code": code})
@@ -242,7 +266,7 @@ func (s *shop) purchase(w http.ResponseWriter, r *http.Request) {
 			answer(w, 503, map[string]string{"code": s.afterCode()})
 			return
 		}
-		answer(w, 201, map[string]any{"remaining": left, "order": map[string]any{"id": id}})
+		s.reply(w, key, map[string]any{"remaining": left, "order": map[string]any{"id": id}})
 		return
 	}
 	left := map[string]int64{}
@@ -271,7 +295,15 @@ func (s *shop) purchase(w http.ResponseWriter, r *http.Request) {
 		answer(w, 503, map[string]string{"code": s.afterCode()})
 		return
 	}
-	answer(w, 201, map[string]any{"remaining": left, "orders": orders})
+	s.reply(w, key, map[string]any{"remaining": left, "orders": orders})
+}
+
+// reply answers a sale 201, and keeps the answer for the key's replays.
+func (s *shop) reply(w http.ResponseWriter, key string, v map[string]any) {
+	s.mu.Lock()
+	s.replies[key] = v
+	s.mu.Unlock()
+	answer(w, 201, v)
 }
 
 // The recorder against a correct shop finds it linearizable, and against a racy one finds it is
@@ -401,5 +433,44 @@ func TestResolveByKeyLooksUpInsteadOfResending(t *testing.T) {
 	}
 	if v := h.Check(30 * time.Second); !v.Linearizable() {
 		t.Errorf("Porcupine says %s", v.Outcome)
+	}
+}
+
+// Clients that give up early and retry under the same key on another replica meet the first
+// attempt still in flight: a shop that tells the retry "nothing was sold" while the first goes on
+// to sell is caught, one that answers request_in_progress and then replays is not.
+func TestARetryToldNothingWhileItsKeySellsIsCaught(t *testing.T) {
+	for _, lies := range []bool{false, true} {
+		t.Run(map[bool]string{false: "honest", true: "lies"}[lies], func(t *testing.T) {
+			sh := newShop(false)
+			sh.slowFirst, sh.retryLies = 40*time.Millisecond, lies
+			var urls []string
+			for range 2 {
+				srv := httptest.NewServer(sh)
+				t.Cleanup(srv.Close)
+				urls = append(urls, srv.URL)
+			}
+			h, err := Record(context.Background(), Config{Replicas: urls, AdminToken: "x", Stock: 400, Clients: 6, Duration: 600 * time.Millisecond,
+				MaxOps: 300, Seed: 1, Retries: 4, RetryPause: 5 * time.Millisecond, Impatient: 0.5, GiveUpAfter: 15 * time.Millisecond, Eager: 0.5, ResolveByKey: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			st := h.Stats
+			t.Logf("%d ops, retried %d (%d retries, %d given up), broken %d, answers %v", st.Ops, st.Retried, st.Retries, st.GaveUp, st.BrokenPromises, st.Answers)
+			if st.Retried == 0 || st.GaveUp == 0 {
+				t.Fatalf("no change was retried after its client gave up: %+v", st)
+			}
+			if lies != (st.BrokenPromises > 0) {
+				t.Errorf("lies %v, broken promises %d: %v", lies, st.BrokenPromises, h.Broken)
+			}
+			if st.BadAnswers != 0 {
+				t.Errorf("bad answers: %v", st.Problems)
+			}
+			// The lying shop's refused sales are left out of the history, which then sells more
+			// than it holds: Porcupine finds that too.
+			if v := h.Check(30 * time.Second); v.Linearizable() == lies {
+				t.Errorf("lies %v, Porcupine: %s", lies, v.Outcome)
+			}
+		})
 	}
 }

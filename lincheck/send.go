@@ -20,13 +20,19 @@ func notSent(err error) bool {
 // send sends one request; raw is the answer's body. A transport error (a timeout, a cut or
 // refused connection) comes back as err with status 0.
 func (r *Recorder) send(ctx context.Context, method, u, body string, admin bool, hdr map[string]string) (status int, raw []byte, err error) {
+	status, raw, _, err = r.sendFor(ctx, method, u, body, admin, hdr)
+	return status, raw, err
+}
+
+// sendFor is send, with the answer's header.
+func (r *Recorder) sendFor(ctx context.Context, method, u, body string, admin bool, hdr map[string]string) (status int, raw []byte, header http.Header, err error) {
 	var rd io.Reader
 	if body != "" {
 		rd = bytes.NewReader([]byte(body))
 	}
 	req, err := http.NewRequestWithContext(ctx, method, u, rd)
 	if err != nil {
-		return 0, nil, fmt.Errorf("lincheck: request %s %s: %w", method, u, err)
+		return 0, nil, nil, fmt.Errorf("lincheck: request %s %s: %w", method, u, err)
 	}
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
@@ -45,12 +51,12 @@ func (r *Recorder) send(ctx context.Context, method, u, body string, admin bool,
 	req.GetBody = nil
 	resp, err := r.cfg.HTTPClient.Do(req)
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, nil, err
 	}
 	defer resp.Body.Close()
 	raw, err = io.ReadAll(resp.Body)
 	if err != nil {
-		return 0, raw, fmt.Errorf("lincheck: read the answer of %s %s: %w", method, u, err)
+		return 0, raw, resp.Header, fmt.Errorf("lincheck: read the answer of %s %s: %w", method, u, err)
 	}
-	return resp.StatusCode, raw, nil
+	return resp.StatusCode, raw, resp.Header, nil
 }
