@@ -407,7 +407,9 @@ func (r *Recorder) client(ctx context.Context, c int) {
 func (r *Recorder) impatient(c int) bool { return c < int(r.cfg.Impatient*float64(r.cfg.Clients)+0.5) }
 
 // eager says whether client c sends its changes without a pause (Config.Eager): the last clients are.
-func (r *Recorder) eager(c int) bool { return r.cfg.Clients-1-c < int(r.cfg.Eager*float64(r.cfg.Clients)+0.5) }
+func (r *Recorder) eager(c int) bool {
+	return r.cfg.Clients-1-c < int(r.cfg.Eager*float64(r.cfg.Clients)+0.5)
+}
 
 // count adds an answer to the stats, and lets f change them under the same lock.
 func (r *Recorder) count(answer string, f func(*Stats)) {
