@@ -2,11 +2,11 @@ package dlock
 
 import (
 	"context"
-	"errors"
 
 	"github.com/go-zookeeper/zk"
 
 	"github.com/zkstock/zkstock/dlock/internal/async"
+	"github.com/zkstock/zkstock/dlock/internal/protected"
 )
 
 // call runs one ZooKeeper request and stops waiting for it when ctx ends or the client closes.
@@ -32,11 +32,7 @@ func retry[T any](ctx context.Context, c *Client, op func() (T, error)) (T, erro
 }
 
 // isConnectionError reports errors after which a request may or may not have been applied.
-func isConnectionError(err error) bool {
-	return errors.Is(err, zk.ErrConnectionClosed) || errors.Is(err, zk.ErrNoServer) ||
-		errors.Is(err, zk.ErrSessionExpired) || errors.Is(err, zk.ErrSessionMoved) ||
-		errors.Is(err, zk.ErrClosing)
-}
+var isConnectionError = protected.ConnectionError
 
 // children lists dir's children, with dir's stat (its Pzxid is the fencing token's source).
 func (c *Client) children(ctx context.Context, dir string) ([]string, *zk.Stat, error) {

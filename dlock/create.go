@@ -11,6 +11,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/zkstock/zkstock/dlock/internal/nodename"
+	"github.com/zkstock/zkstock/dlock/internal/protected"
 )
 
 // ownNode is the lock node one Lock call created and waits with.
@@ -209,42 +210,24 @@ func (c *Client) removeProtectedLater(dir, base string) {
 	}, "dir", dir)
 }
 
-// findProtected looks for this attempt's node by its protected name. It syncs first: after a
-// reconnection the client may talk to a follower that has not yet applied the create whose reply
-// was lost, and a search there would miss the node and leave it as a second, orphaned one. A node
-// with the name but owned by an earlier session is not ours to use (CURATOR-498): it is on its
-// way out with that session.
+// findProtected looks for this attempt's node by its protected name (protected.Find), through
+// this client's retrying requests.
 func (c *Client) findProtected(ctx context.Context, dir, base string) (string, int64, error) {
-	if _, err := retry(ctx, c, func() (string, error) { return c.conn.Sync(dir) }); err != nil && !errors.Is(err, zk.ErrNoNode) {
-		return "", 0, fmt.Errorf("look for own lock node: sync: %w", err)
-	}
-	kids, _, err := c.children(ctx, dir)
-	if errors.Is(err, zk.ErrNoNode) {
-		return "", 0, nil
-	}
-	if err != nil {
-		return "", 0, fmt.Errorf("look for own lock node: %w", err)
-	}
-	sid := c.conn.SessionID()
-	for _, name := range kids {
-		if n, ok := nodename.Parse(name); !ok || n.Base != base {
-			continue
-		}
-		p := dir + "/" + name
-		st, err := c.exists(ctx, p)
-		if errors.Is(err, zk.ErrNoNode) {
-			continue
-		}
-		if err != nil {
-			return "", 0, fmt.Errorf("look for own lock node: %w", err)
-		}
-		if st.EphemeralOwner == sid {
-			return p, sid, nil
-		}
+	return protected.Find(ctx, protected.Requests{
+		Sync: func(ctx context.Context, p string) error {
+			_, err := retry(ctx, c, func() (string, error) { return c.conn.Sync(p) })
+			return err
+		},
+		Children: func(ctx context.Context, p string) ([]string, error) {
+			kids, _, err := c.children(ctx, p)
+			return kids, err
+		},
+		Exists:  c.exists,
+		Session: c.conn.SessionID,
+	}, dir, base, func(p string, owner, sid int64) {
 		c.log.Info("ignoring lock node of an earlier session", "node", p,
-			"owner", fmt.Sprintf("%#x", st.EphemeralOwner), "session", fmt.Sprintf("%#x", sid))
-	}
-	return "", 0, nil
+			"owner", fmt.Sprintf("%#x", owner), "session", fmt.Sprintf("%#x", sid))
+	})
 }
 
 // ensureParents creates the lock path as container nodes, which ZooKeeper deletes once they

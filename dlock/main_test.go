@@ -81,16 +81,7 @@ func lockNodes(t testing.TB, conn *zk.Conn, path string) []string {
 }
 
 // eventually polls cond until it holds or the timeout passes.
-func eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
+var eventually = testenv.Eventually
 
 func waitNodes(t testing.TB, conn *zk.Conn, path string, n int) {
 	t.Helper()

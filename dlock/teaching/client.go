@@ -12,6 +12,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"path"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,6 +24,7 @@ import (
 	"github.com/zkstock/zkstock/dlock"
 	"github.com/zkstock/zkstock/dlock/internal/async"
 	"github.com/zkstock/zkstock/dlock/internal/nodename"
+	"github.com/zkstock/zkstock/dlock/internal/protected"
 )
 
 // Client is one ZooKeeper session for the teaching recipes, counting the work they do.
@@ -37,8 +40,13 @@ type Client struct {
 	mu     sync.Mutex
 	up     bool
 	down   chan struct{} // closed when the connection drops; a new one per connection
+	back   chan struct{} // closed while the client has a session; a new one per disconnection
 	closed chan struct{}
 	once   sync.Once
+
+	// bg is the context of the clean-ups that outlive the calls that started them; Close ends it.
+	bg       context.Context
+	bgCancel context.CancelFunc
 }
 
 // Option configures Connect.
@@ -56,7 +64,9 @@ func WithDigest(user, password string) Option {
 // Connect opens a session and waits until it is established or ctx ends. owner names the client
 // in the data of its nodes, as dlock.WithOwner does. Without WithDigest its nodes are open to all.
 func Connect(ctx context.Context, servers []string, sessionTimeout time.Duration, owner string, opts ...Option) (*Client, error) {
-	c := &Client{owner: owner, acl: zk.WorldACL(zk.PermAll), down: make(chan struct{}), closed: make(chan struct{})}
+	c := &Client{owner: owner, acl: zk.WorldACL(zk.PermAll), down: make(chan struct{}), back: make(chan struct{}),
+		closed: make(chan struct{})}
+	c.bg, c.bgCancel = context.WithCancel(context.Background())
 	for _, o := range opts {
 		o(c)
 	}
@@ -72,20 +82,23 @@ func Connect(ctx context.Context, servers []string, sessionTimeout time.Duration
 			switch {
 			case ev.State == zk.StateHasSession && !c.up:
 				c.up = true
+				close(c.back)
 				readyOnce.Do(func() { close(ready) })
 			case ev.State != zk.StateHasSession && c.up:
 				c.up = false
 				close(c.down)
 				c.down = make(chan struct{})
+				c.back = make(chan struct{})
 			}
 		}))
 	if err != nil {
+		c.bgCancel()
 		return nil, fmt.Errorf("teaching: connect: %w", err)
 	}
 	c.conn = conn
 	for _, a := range c.auth {
 		if err := conn.AddAuth("digest", a); err != nil {
-			conn.Close()
+			_ = c.Close()
 			return nil, fmt.Errorf("teaching: connect: add digest auth: %w", err)
 		}
 	}
@@ -93,15 +106,16 @@ func Connect(ctx context.Context, servers []string, sessionTimeout time.Duration
 	case <-ready:
 		return c, nil
 	case <-ctx.Done():
-		conn.Close()
+		_ = c.Close()
 		return nil, fmt.Errorf("teaching: connect: %w", ctx.Err())
 	}
 }
 
-// Close ends the session; its nodes go with it.
+// Close ends the session; its nodes go with it, and the clean-ups still trying stop.
 func (c *Client) Close() error {
 	c.once.Do(func() {
 		close(c.closed)
+		c.bgCancel()
 		c.conn.Close()
 	})
 	return nil
@@ -153,28 +167,157 @@ func (c *Client) ensurePath(ctx context.Context, dir string) error {
 // ended before its answer came still runs, and may be applied later, even after a holder's
 // release: the node it made is deleted as soon as its answer says so, or it would hold the lock
 // (or block the queue) for nobody until the session ended.
+//
+// A sequential node's name is protected (nodename's Base: unique to the attempt). When the
+// connection drops before the create's reply, ZooKeeper may have applied it: create looks for
+// the node by that name once the session is back (protected.Find) and returns it, or creates it
+// again if it is not there. When it cannot look (ctx ended, or the look failed), the client
+// looks in the background and deletes what it finds. A fixed node's create is tried again.
 func (c *Client) create(ctx context.Context, dir, name string, flags int32) (string, error) {
-	for range 10 { // a container parent may be reaped between creating it and its child
+	isProtected := flags&zk.FlagSequence != 0
+	for reaped := 0; ; {
 		p, err := async.CallUndo(ctx, c.closed, errClosed, func() (string, error) {
 			c.stats.creates.Add(1)
 			return c.conn.Create(dir+"/"+name, []byte(c.owner), flags, c.acl)
 		}, func(p string, err error) {
-			if err == nil {
+			switch {
+			case err == nil:
 				_ = c.remove(context.Background(), p)
+			case isProtected && protected.ConnectionError(err):
+				c.removeProtectedLater(dir, name)
 			}
 		})
-		if !errors.Is(err, zk.ErrNoNode) {
+		switch {
+		case isProtected && protected.ConnectionError(err):
+			found, err := c.findProtected(ctx, dir, name)
+			if err != nil {
+				c.removeProtectedLater(dir, name)
+				return "", err
+			}
+			if found != "" {
+				return found, nil
+			}
+			// Not applied: create it again.
+		case protected.ConnectionError(err):
+			// A fixed name: created again, it answers ErrNodeExists if the lost create was
+			// applied, and tryFixed then checks the node's owner.
+			if err := c.session(ctx); err != nil {
+				return "", err
+			}
+		case errors.Is(err, zk.ErrNoNode):
+			// A container parent may be reaped between creating it and its child.
+			if reaped++; reaped == 10 {
+				return "", fmt.Errorf("create under %s: the path keeps vanishing", dir)
+			}
+			if err := c.ensurePath(ctx, dir); err != nil {
+				return "", err
+			}
+		default:
 			return p, err
 		}
-		if err := c.ensurePath(ctx, dir); err != nil {
-			return "", err
-		}
 	}
-	return "", fmt.Errorf("create under %s: the path keeps vanishing", dir)
 }
 
-// remove deletes a node of ours within a second, even if ctx has ended; otherwise the node goes
-// with the session.
+// session waits until the client has a session, ctx ends or the client closes.
+func (c *Client) session(ctx context.Context) error {
+	c.mu.Lock()
+	back := c.back
+	c.mu.Unlock()
+	select {
+	case <-back:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-c.closed:
+		return errClosed
+	}
+}
+
+// retry runs a request that is safe to repeat, again after every connection error, each time
+// once the client has a session.
+func retry[T any](ctx context.Context, c *Client, op func() (T, error)) (T, error) {
+	for {
+		if err := c.session(ctx); err != nil {
+			var zero T
+			return zero, err
+		}
+		if v, err := call(ctx, c, op); err == nil || !protected.ConnectionError(err) {
+			return v, err
+		}
+	}
+}
+
+// findProtected looks for the node created with the protected name base under dir in this
+// session: its path, or "" when the create was not applied.
+func (c *Client) findProtected(ctx context.Context, dir, base string) (string, error) {
+	p, _, err := protected.Find(ctx, protected.Requests{
+		Sync: func(ctx context.Context, p string) error {
+			_, err := retry(ctx, c, func() (string, error) { return c.conn.Sync(p) })
+			return err
+		},
+		Children: func(ctx context.Context, p string) ([]string, error) {
+			return retry(ctx, c, func() ([]string, error) {
+				c.stats.children.Add(1)
+				kids, _, err := c.conn.Children(p)
+				return kids, err
+			})
+		},
+		Exists: func(ctx context.Context, p string) (*zk.Stat, error) {
+			return retry(ctx, c, func() (*zk.Stat, error) {
+				c.stats.exists.Add(1)
+				ok, st, err := c.conn.Exists(p)
+				if err == nil && !ok {
+					return nil, zk.ErrNoNode
+				}
+				return st, err
+			})
+		},
+		Session: c.conn.SessionID,
+	}, dir, base, func(p string, owner, sid int64) {
+		slog.Info("teaching: ignoring a lock node of an earlier session", "node", p,
+			"owner", fmt.Sprintf("%#x", owner), "session", fmt.Sprintf("%#x", sid))
+	})
+	if err != nil {
+		return "", fmt.Errorf("teaching: %w", err)
+	}
+	return p, nil
+}
+
+// removeProtectedLater finds an abandoned attempt's node by its protected name once the session
+// is back, and deletes it; if the session ended meanwhile, the node went with it.
+func (c *Client) removeProtectedLater(dir, base string) {
+	c.keepTrying("looking for an abandoned lock node", func(ctx context.Context) error {
+		p, err := c.findProtected(ctx, dir, base)
+		if err != nil || p == "" {
+			return err
+		}
+		return c.delete(ctx, p)
+	}, "dir", dir)
+}
+
+// keepTrying runs op in the background, again a second after each failure, until it succeeds or
+// the client closes.
+func (c *Client) keepTrying(what string, op func(context.Context) error, logArgs ...any) {
+	go func() {
+		for {
+			err := op(c.bg)
+			if err == nil || c.bg.Err() != nil {
+				return
+			}
+			slog.Warn("teaching: "+what+" failed; trying again", append(logArgs, "err", err)...)
+			select {
+			case <-time.After(time.Second):
+			case <-c.bg.Done():
+				return
+			}
+		}
+	}()
+}
+
+// remove deletes a node of ours within a second, even if ctx has ended. A protected node it
+// could not delete so, the connection being down, is deleted in the background once the session
+// is back (its name is the attempt's alone, so a later delete hits no other holding); a fixed
+// node is left to the session.
 func (c *Client) remove(ctx context.Context, p string) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
@@ -182,10 +325,33 @@ func (c *Client) remove(ctx context.Context, p string) error {
 		c.stats.deletes.Add(1)
 		return struct{}{}, c.conn.Delete(p, -1)
 	})
-	if errors.Is(err, zk.ErrNoNode) {
+	switch {
+	case err == nil || errors.Is(err, zk.ErrNoNode):
 		return nil
+	case isProtectedNode(p) && (protected.ConnectionError(err) || errors.Is(err, context.DeadlineExceeded)):
+		c.keepTrying("deleting a lock node", func(ctx context.Context) error { return c.delete(ctx, p) }, "node", p)
 	}
 	return err
+}
+
+// delete deletes a protected node of ours, again after connection errors; one that is gone
+// (deleted, or with its session) is no error.
+func (c *Client) delete(ctx context.Context, p string) error {
+	_, err := retry(ctx, c, func() (struct{}, error) {
+		c.stats.deletes.Add(1)
+		return struct{}{}, c.conn.Delete(p, -1)
+	})
+	if err != nil && !errors.Is(err, zk.ErrNoNode) {
+		return fmt.Errorf("delete %s: %w", p, err)
+	}
+	return nil
+}
+
+// isProtectedNode reports whether p is a sequential node: the teaching recipes name every one
+// they create with a protected name.
+func isProtectedNode(p string) bool {
+	_, ok := nodename.Parse(path.Base(p))
+	return ok
 }
 
 // grant turns a node of ours into a lease: it watches the node, and takes the token from token,

@@ -19,6 +19,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Main runs the package's tests. Without servers it runs nothing and says why (a failure under
@@ -107,4 +108,17 @@ func UniqueName(t testing.TB) string {
 		name = name[len(name)-40:]
 	}
 	return name + "-" + hex.EncodeToString(b[:])
+}
+
+// Eventually polls cond every 20 ms until it holds, or fails the test after timeout, saying it
+// waited for what.
+func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
