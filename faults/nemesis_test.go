@@ -64,6 +64,13 @@ const (
 	nemesisReplicas = 3
 	nemesisPairs    = 2 // histories of two SKUs each, checked apart: the model's unit is a pair
 	nemesisClients  = 5 // per pair, round-robin over the replicas
+	// The clients retry as people write them (lincheck.Config.Retries): up to three times under a
+	// change's key, on the next replica; two of each pair's five give up after a second, far
+	// inside the replicas' LOCK_TIMEOUT, and one sends without a pause.
+	nemesisRetries   = 3
+	nemesisImpatient = 0.4
+	nemesisGiveUp    = time.Second
+	nemesisEager     = 0.2
 )
 
 func TestNemesis(t *testing.T) {
@@ -371,7 +378,8 @@ func runNemesis(t *testing.T, run nemesisRun) bool {
 				order := append(slices.Clone(urls[attempt%len(urls):]), urls[:attempt%len(urls)]...)
 				rec, err := lincheck.Start(context.Background(), lincheck.Config{Replicas: order, AdminToken: "faults",
 					SKUs: pair, Stock: run.stock, MaxQty: 2, Clients: nemesisClients, Pause: 20 * time.Millisecond, MaxOps: 1 << 30,
-					RequestTimeout: 30 * time.Second, Seed: run.seed<<8 | uint64(e)<<4 | uint64(p), ResolveByKey: true, Observe: observe})
+					RequestTimeout: 30 * time.Second, Seed: run.seed<<8 | uint64(e)<<4 | uint64(p), ResolveByKey: true, Observe: observe,
+					Retries: nemesisRetries, Impatient: nemesisImpatient, GiveUpAfter: nemesisGiveUp, Eager: nemesisEager})
 				if err == nil {
 					recMu.Lock()
 					recs, skus = append(recs, rec), append(skus, pair[0], pair[1])
@@ -554,6 +562,7 @@ func runNemesis(t *testing.T, run nemesisRun) bool {
 		sum.Unknown += st.Unknown
 		sum.Resolved += st.FoundDone + st.FoundNotDone
 		sum.Refused += st.Refused
+		sum.Retried += st.Retried
 		sum.Anomalies[nemesis.WrongAnswers] += st.BadRequests + st.BadAnswers
 		sum.Anomalies[nemesis.BrokenPromises] += st.BrokenPromises
 		for i, b := range h.Broken {

@@ -46,6 +46,9 @@ type Summary struct {
 	// answered out_of_stock are in Ops as well, the
 	// others are not.
 	Refused int `json:"refused"`
+	// Retried counts the changes sent again under their key after an answer that promised them
+	// nothing (a client that gave up, outcome_unknown, request_in_progress).
+	Retried int `json:"retried,omitempty"`
 	// Requests counts every request the clients sent or tried to (Ops, the refusals, failed
 	// reads, requests not sent): the points of the timeline.
 	Requests int `json:"requests"`
