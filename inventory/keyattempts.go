@@ -26,7 +26,7 @@ func CancelKey(id int64) string { return fmt.Sprintf("%scancel/%d", KeySeparator
 
 // HoldKey records that attempt, of this replica, holds key for hold from now by the database's
 // clock. held is false, with no error, while another attempt holds it unexpired; an expired
-// holding is taken over. A conflict between two Galera nodes' writes (1213) is not held either:
+// holding is taken over, and attempt's own (an INSERT sent again after its reply was lost) kept. A conflict between two Galera nodes' writes (1213) is not held either:
 // the caller asks again.
 func (s *Store) HoldKey(ctx context.Context, key, attempt, replica string, hold time.Duration) (held bool, _ error) {
 	us := hold.Microseconds()
@@ -39,8 +39,8 @@ func (s *Store) HoldKey(ctx context.Context, key, attempt, replica string, hold 
 		}
 	}
 	if err == nil {
-		res, err = s.sqlDB.ExecContext(ctx, "UPDATE key_attempts SET attempt = ?, replica = ?, expires_at = NOW(6) + INTERVAL ? MICROSECOND WHERE request_id = ? AND expires_at <= NOW(6)",
-			attempt, replica, us, key)
+		res, err = s.sqlDB.ExecContext(ctx, "UPDATE key_attempts SET attempt = ?, replica = ?, expires_at = NOW(6) + INTERVAL ? MICROSECOND WHERE request_id = ? AND (expires_at <= NOW(6) OR attempt = ?)",
+			attempt, replica, us, key, attempt)
 	}
 	if err == nil {
 		n, rerr := res.RowsAffected()

@@ -49,33 +49,36 @@ func (s *Server) cancelOrder(c *gin.Context) {
 		abortWith(c, badRequest(`send {"request_id": "<the purchase's Idempotency-Key>"}: the key is what lets you cancel the order`))
 		return
 	}
-	release, err := s.sales.HoldKey(c.Request.Context(), inventory.CancelKey(id), false)
-	if err != nil {
+	allowed := func(o inventory.Order) bool { return admin || inventory.KeyOwns(*req.RequestID, o) }
+	log := sale.NewLog(s.log, slog.Int64("order", id))
+	refuse := func(err error, logged bool) {
 		e := cancelAnswer(err)
 		s.metrics.cancellations.WithLabelValues(e.Code).Inc()
-		abortWith(c, e)
-		return
-	}
-	defer release()
-	ctx, ticket, done, err := s.sales.Admit(c.Request.Context(), s.fleet)
-	if err != nil {
-		e := cancelAnswer(err)
-		s.metrics.cancellations.WithLabelValues(e.Code).Inc()
-		abortWith(c, e)
-		return
-	}
-	defer done()
-	mode := ticket.Mode()
-	log := sale.NewLog(s.log, slog.Int64("order", id), slog.String("mode", string(mode)))
-	res, err := s.sales.Cancel(ctx, ticket, id, func(o inventory.Order) bool { return admin || inventory.KeyOwns(*req.RequestID, o) }, log)
-	if err != nil {
-		e := cancelAnswer(err)
-		s.metrics.cancellations.WithLabelValues(e.Code).Inc()
-		if e.Status >= 500 {
+		if e.Status >= 500 && logged {
 			log.Warn("cancellation failed", "code", e.Code, "err", err)
 		}
 		abortWith(c, e)
+	}
+	release, res, replayed, err := s.sales.HoldCancel(c.Request.Context(), id, allowed)
+	if err != nil {
+		refuse(err, false)
 		return
+	}
+	defer release()
+	mode := LockMode(s.fleet.Mode().Name) // a replay's answer names the fleet's mode now
+	if !replayed {
+		ctx, ticket, done, err := s.sales.Admit(c.Request.Context(), s.fleet)
+		if err != nil {
+			refuse(err, false)
+			return
+		}
+		defer done()
+		mode = ticket.Mode()
+		log = sale.NewLog(s.log, slog.Int64("order", id), slog.String("mode", string(mode)))
+		if res, err = s.sales.Cancel(ctx, ticket, id, allowed, log); err != nil {
+			refuse(err, true)
+			return
+		}
 	}
 	result := "cancelled"
 	if res.Replayed {

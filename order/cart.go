@@ -56,24 +56,27 @@ func parseCart(items []cartItem) ([]inventory.CartItem, *apiError) {
 // transaction that sells all the items or none (sale.Engine.SellCart).
 func (s *Server) purchaseCart(c *gin.Context, cart inventory.Cart) {
 	c.Header("Idempotency-Key", cart.RequestID)
-	release, err := s.sales.HoldKey(c.Request.Context(), cart.RequestID, cart.NewKey)
+	release, res, replayed, err := s.sales.HoldCart(c.Request.Context(), cart)
 	if err != nil {
 		s.refusePurchase(c, saleAnswer(err, aCart), cart.RequestID, sale.NewLog(s.log, slog.Int("cart", len(cart.Items)), slog.String("request_id", cart.RequestID)), err)
 		return
 	}
 	defer release()
-	ctx, ticket, done, err := s.sales.Admit(c.Request.Context(), s.fleet)
-	if err != nil {
-		s.refusePurchase(c, saleAnswer(err, aCart), cart.RequestID, sale.NewLog(s.log, slog.Int("cart", len(cart.Items)), slog.String("request_id", cart.RequestID)), err)
-		return
-	}
-	defer done()
-	mode := ticket.Mode()
-	log := sale.NewLog(s.log, slog.Int("cart", len(cart.Items)), slog.String("mode", string(mode)), slog.String("request_id", cart.RequestID))
-	res, err := s.sales.SellCart(ctx, ticket, cart, log)
-	if err != nil {
-		s.refusePurchase(c, saleAnswer(err, aCart), cart.RequestID, log, err)
-		return
+	mode := LockMode(s.fleet.Mode().Name) // a replay's answer names the fleet's mode now
+	log := sale.NewLog(s.log, slog.Int("cart", len(cart.Items)), slog.String("request_id", cart.RequestID))
+	if !replayed {
+		ctx, ticket, done, err := s.sales.Admit(c.Request.Context(), s.fleet)
+		if err != nil {
+			s.refusePurchase(c, saleAnswer(err, aCart), cart.RequestID, log, err)
+			return
+		}
+		defer done()
+		mode = ticket.Mode()
+		log = sale.NewLog(s.log, slog.Int("cart", len(cart.Items)), slog.String("mode", string(mode)), slog.String("request_id", cart.RequestID))
+		if res, err = s.sales.SellCart(ctx, ticket, cart, log); err != nil {
+			s.refusePurchase(c, saleAnswer(err, aCart), cart.RequestID, log, err)
+			return
+		}
 	}
 	status, result := s.countSale(res.Replayed)
 	for sku, left := range res.Remaining {

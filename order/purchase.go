@@ -47,24 +47,27 @@ func (s *Server) purchase(c *gin.Context) {
 	// Every answer names the purchase's key, so that a client who gets no answer it can trust
 	// (a timeout, a 503 outcome_unknown) can look the purchase up or retry it safely.
 	c.Header("Idempotency-Key", p.RequestID)
-	release, err := s.sales.HoldKey(c.Request.Context(), p.RequestID, p.NewKey)
+	release, res, replayed, err := s.sales.HoldPurchase(c.Request.Context(), p)
 	if err != nil {
 		s.refusePurchase(c, saleAnswer(err, aPurchase), p.RequestID, sale.NewLog(s.log, slog.String("sku", p.SKU), slog.String("request_id", p.RequestID)), err)
 		return
 	}
 	defer release()
-	ctx, ticket, done, err := s.sales.Admit(c.Request.Context(), s.fleet)
-	if err != nil {
-		s.refusePurchase(c, saleAnswer(err, aPurchase), p.RequestID, sale.NewLog(s.log, slog.String("sku", p.SKU), slog.String("request_id", p.RequestID)), err)
-		return
-	}
-	defer done()
-	mode := ticket.Mode()
-	log := sale.NewLog(s.log, slog.String("sku", p.SKU), slog.String("mode", string(mode)), slog.String("request_id", p.RequestID))
-	res, err := s.sales.Sell(ctx, ticket, p, log)
-	if err != nil {
-		s.refusePurchase(c, saleAnswer(err, aPurchase), p.RequestID, log, err)
-		return
+	mode := LockMode(s.fleet.Mode().Name) // a replay's answer names the fleet's mode now
+	log := sale.NewLog(s.log, slog.String("sku", p.SKU), slog.String("request_id", p.RequestID))
+	if !replayed {
+		ctx, ticket, done, err := s.sales.Admit(c.Request.Context(), s.fleet)
+		if err != nil {
+			s.refusePurchase(c, saleAnswer(err, aPurchase), p.RequestID, log, err)
+			return
+		}
+		defer done()
+		mode = ticket.Mode()
+		log = sale.NewLog(s.log, slog.String("sku", p.SKU), slog.String("mode", string(mode)), slog.String("request_id", p.RequestID))
+		if res, err = s.sales.Sell(ctx, ticket, p, log); err != nil {
+			s.refusePurchase(c, saleAnswer(err, aPurchase), p.RequestID, log, err)
+			return
+		}
 	}
 	status, result := s.countSale(res.Replayed)
 	s.sales.StockGauge(p.SKU).Set(float64(res.Remaining))

@@ -19,9 +19,9 @@ import (
 )
 
 // A retry is never told "nothing was changed" while an earlier attempt under its key may still
-// commit. Reproduced as a careful client meets it: two replicas in zk, LOCK_TIMEOUT 3 s; a
-// database session holds every COMMIT for 7 s (BACKUP STAGE BLOCK_COMMIT); the first attempt
-// takes the lock on replica 1 and its COMMIT waits; its client gives up at 1 s and sends the same
+// commit. Reproduced as a careful client meets it: two replicas in zk, LOCK_TIMEOUT 3 s; the
+// first attempt takes the lock on replica 1, and a database session then holds every COMMIT for
+// 7 s (BACKUP STAGE BLOCK_COMMIT), so that its COMMIT waits; its client gives up at 1 s and sends the same
 // request under the same key to replica 2, then again after each Retry-After, until an answer is
 // final. Before the key was held fleet-wide the retry was answered 503 lock_unavailable ("nothing
 // was sold") and the first attempt then committed. Every answer is held to its promise for a
@@ -71,16 +71,20 @@ func TestARetryIsNeverToldNothingChangedWhileItsKeyMayCommit(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dsn := testenv.MySQLDatabase(t)
-			rs := newCluster(t, 2, clusterOpts{Mode: order.ModeZK, DSN: dsn, LockTimeout: 3 * time.Second})
+			// 300 ms of work in the critical section: the commits are held once the first attempt
+			// holds its key and its lock, so that its COMMIT, sent before its client gives up
+			// (which would cancel the work), is what waits.
+			rs := newCluster(t, 2, clusterOpts{Mode: order.ModeZK, DSN: dsn, LockTimeout: 3 * time.Second, WorkDelay: 300 * time.Millisecond})
 			resetStock(t, rs[0], "RETRY-A", 5)
 			resetStock(t, rs[0], "RETRY-B", 5)
 			key := "retry-" + c.name + "-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 			if c.before != nil {
 				c.before(t, rs[0], key)
 			}
-			release := holdCommits(t, dsn)
 			first := make(chan reply, 1)
 			go func() { first <- c.send(t, rs[0], key, time.Second) }()
+			waitForHolder(t, rs[0], "RETRY-A")
+			release := holdCommits(t, dsn)
 			got := []reply{<-first} // the client gave up: no answer (status 0)
 			for i := 1; ; i++ {
 				rep := c.send(t, rs[i%2], key, 10*time.Second)
@@ -99,6 +103,9 @@ func TestARetryIsNeverToldNothingChangedWhileItsKeyMayCommit(t *testing.T) {
 			made := c.made(t, rs[0], key)
 			final := got[len(got)-1]
 			t.Logf("made %v; answers %s", made, answerLines(got))
+			if !made {
+				t.Fatalf("the first attempt's COMMIT, held on the server, did not apply: the test missed its case (%s)", answerLines(got))
+			}
 			if answers.OfAttempt(final.status, final.code(), true) == answers.Unknown {
 				t.Fatalf("no final answer after %d retries: %s", len(got)-1, answerLines(got))
 			}
@@ -175,6 +182,24 @@ func holdCommits(t *testing.T, dsn string) (release func()) {
 	}
 }
 
+// expireHolding makes key's holding expired by the database's clock, as a holding does whose
+// replica was paused past it; the next attempt under the key takes it over.
+func expireHolding(t *testing.T, dsn, key string) {
+	t.Helper()
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	res, err := db.Exec("UPDATE key_attempts SET expires_at = NOW(6) - INTERVAL 1 SECOND WHERE request_id = ?", key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		t.Fatalf("no holding of key %q to expire", key)
+	}
+}
+
 // waitForNoCommit waits until no COMMIT is executing on the server, for 30 s at the most.
 func waitForNoCommit(t *testing.T, dsn string) {
 	t.Helper()
@@ -240,4 +265,41 @@ func answerLines(rs []reply) string {
 		b.WriteString(r.codeLine())
 	}
 	return b.String()
+}
+
+// A retry of a change that an earlier attempt made is answered that change, before the fleet is
+// asked to admit it: a replica that cannot run the fleet's mode (redis-fenced, without Redis)
+// would refuse it "nothing was changed" (mode_unavailable) although the key's change was made.
+func TestARetryOfAMadeChangeIsItsReplayBeforeAdmission(t *testing.T) {
+	dsn := testenv.MySQLDatabase(t)
+	with := newCluster(t, 1, clusterOpts{Mode: order.ModeRedisFenced, DSN: dsn})[0]
+	without := newCluster(t, 1, clusterOpts{Mode: order.ModeRedisFenced, DSN: dsn, NoRedis: true, FirstNumber: 2})[0]
+	resetStock(t, with, "REPLAY-A", 5)
+	resetStock(t, with, "REPLAY-B", 5)
+	if rep := buy(t, without, "REPLAY-A", 1, "replay-new"); rep.code() != "mode_unavailable" {
+		t.Fatalf("a new purchase on the replica without Redis: %s, want 503 mode_unavailable", rep.raw)
+	}
+	buyBody := `{"sku":"REPLAY-A","qty":1}`
+	cartBody := `{"items":[{"sku":"REPLAY-A","qty":1},{"sku":"REPLAY-B","qty":1}]}`
+	for _, c := range []struct{ name, body string }{{"purchase", buyBody}, {"cart", cartBody}} {
+		key := "replay-" + c.name
+		if rep := send(t, 10*time.Second, with.URL+"/v1/orders", c.body, key); rep.status != 201 {
+			t.Fatalf("%s: %s", c.name, rep.raw)
+		}
+		if rep := send(t, 10*time.Second, without.URL+"/v1/orders", c.body, key); rep.status != 200 || rep.body["replayed"] != true {
+			t.Errorf("%s retried on a replica that cannot run the fleet's mode: %d %s, want 200 replayed", c.name, rep.status, rep.raw)
+		}
+	}
+	o, _, err := with.Store.OrderByRequestID(context.Background(), "replay-purchase")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel := fmt.Sprintf("/v1/orders/%d/cancel", o.ID)
+	body := `{"request_id":"replay-purchase"}`
+	if rep := send(t, 10*time.Second, with.URL+cancel, body, ""); rep.status != 200 {
+		t.Fatalf("cancellation: %s", rep.raw)
+	}
+	if rep := send(t, 10*time.Second, without.URL+cancel, body, ""); rep.status != 200 || rep.body["replayed"] != true {
+		t.Errorf("cancellation retried on a replica that cannot run the fleet's mode: %d %s, want 200 replayed", rep.status, rep.raw)
+	}
 }

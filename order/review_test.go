@@ -8,6 +8,7 @@ import (
 	"github.com/zkstock/zkstock/internal/ordertest"
 	"github.com/zkstock/zkstock/internal/tcpproxy"
 	"github.com/zkstock/zkstock/internal/testenv"
+	"github.com/zkstock/zkstock/inventory"
 	"github.com/zkstock/zkstock/order"
 )
 
@@ -51,16 +52,18 @@ func TestHerdSessionWaitersLeaveAtTheirTimeout(t *testing.T) {
 }
 
 // A lockless mode's purchase whose COMMIT never reached the server (rolled back), retried under
-// its key on another replica while the first could not ask the database: the retry sells, and the
-// first one's resolver, finding the key's order, must not take it for its own. It answered 201 as
-// well, and the one sale was counted as created twice.
+// its key on another replica while the first could not ask the database: the retry is told the
+// first is in progress (its key is held); once that holding has expired (a replica paused past
+// it), the retry takes it over and sells, and the first one's resolver, finding the key's order,
+// must not take it for its own. It answered 201 as well, and the one sale was counted as created
+// twice.
 func TestRetriedKeyIsNotCreatedTwice(t *testing.T) {
 	for _, mode := range []order.LockMode{order.ModeDBForUpdate, order.ModeDBCAS, order.ModeNone} {
 		t.Run(string(mode), func(t *testing.T) {
 			dsn := testenv.MySQLDatabase(t)
 			proxy, proxied := tcpproxy.ProxiedDSN(t, dsn, nil)
 			first := ordertest.Start(t, 1, ordertest.Options{Mode: mode, DSN: proxied})[0]
-			retry := ordertest.Start(t, 1, ordertest.Options{Mode: mode, DSN: dsn, FirstNumber: 2})[0]
+			retry := ordertest.Start(t, 1, ordertest.Options{Mode: mode, DSN: dsn, FirstNumber: 2, LockTimeout: 2 * time.Second})[0]
 			const sku, key = "REVIEW-RETRY", "K-RETRIED"
 			resetStock(t, retry, sku, 10)
 			fired := proxy.DropQueryAndHold(isCommit)
@@ -71,6 +74,10 @@ func TestRetriedKeyIsNotCreatedTwice(t *testing.T) {
 			case one := <-answers:
 				t.Fatalf("first purchase answered before its COMMIT was dropped: %d %s", one.status, one.raw)
 			}
+			if busy := buy(t, retry, sku, 1, key); busy.code() != "request_in_progress" {
+				t.Fatalf("the retry while the first holds the key: %d %s, want 409 request_in_progress", busy.status, busy.raw)
+			}
+			expireHolding(t, dsn, key)
 			two := buy(t, retry, sku, 1, key)
 			proxy.Restore()
 			one := <-answers
@@ -97,7 +104,8 @@ func TestRetriedKeyIsNotCreatedTwice(t *testing.T) {
 }
 
 // The same for a cancellation: its COMMIT never reached the server (rolled back), and a retry on
-// another replica cancelled the order while the first could not ask the database. The first
+// another replica, once the first's holding of the order's key had expired, cancelled the order
+// while the first could not ask the database (before, it is told the first is in progress). The first
 // one's resolver finds the order cancelled, at the retry's time, not its own: it must answer a
 // replay with the stock as it is then (3 more sold since), not claim the cancellation and the
 // stock the retry left.
@@ -107,7 +115,7 @@ func TestRetriedCancelIsNotAnsweredAsItsOwn(t *testing.T) {
 			dsn := testenv.MySQLDatabase(t)
 			proxy, proxied := tcpproxy.ProxiedDSN(t, dsn, nil)
 			first := ordertest.Start(t, 1, ordertest.Options{Mode: mode, DSN: proxied})[0]
-			retry := ordertest.Start(t, 1, ordertest.Options{Mode: mode, DSN: dsn, FirstNumber: 2})[0]
+			retry := ordertest.Start(t, 1, ordertest.Options{Mode: mode, DSN: dsn, FirstNumber: 2, LockTimeout: 2 * time.Second})[0]
 			const sku = "REVIEW-RECANCEL"
 			resetStock(t, retry, sku, 10)
 			bought := buy(t, retry, sku, 1, "K-RECANCEL")
@@ -124,6 +132,10 @@ func TestRetriedCancelIsNotAnsweredAsItsOwn(t *testing.T) {
 			case one := <-answers:
 				t.Fatalf("first cancellation answered before its COMMIT was dropped: %d %s", one.status, one.raw)
 			}
+			if busy := cancelOrder(t, retry, bought); busy.code() != "request_in_progress" {
+				t.Fatalf("the retry while the first holds the order's key: %d %s, want 409 request_in_progress", busy.status, busy.raw)
+			}
+			expireHolding(t, dsn, inventory.CancelKey(bought.orderID()))
 			two := cancelOrder(t, retry, bought)
 			if two.status != 200 || two.body["replayed"] != false || two.body["remaining"] != float64(10) {
 				t.Fatalf("the retry: %d %s, want 200, not replayed, 10 left", two.status, two.raw)

@@ -83,7 +83,7 @@ type Lies struct {
 	// UnconfirmedNotSold answers a change whose COMMIT went unanswered as not made
 	// (KindStorage), whatever the database says became of it.
 	UnconfirmedNotSold bool
-	// NoKeyHold holds no key (HoldKey): a retry runs beside the attempt it retries, and is told
+	// NoKeyHold holds no key (holdKey): a retry runs beside the attempt it retries, and is told
 	// "nothing was sold" while that attempt may still commit.
 	NoKeyHold bool
 }

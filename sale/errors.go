@@ -15,7 +15,7 @@ type Kind uint8
 
 // The kinds of *Error. Each promises that this attempt changed nothing, but KindOutcomeUnknown;
 // all but KindOutcomeUnknown, KindInProgress and KindKeyUnchecked also promise that no attempt
-// under the change's key is in flight (HoldKey held it).
+// under the change's key is in flight (holdKey held it).
 const (
 	// KindStorage: the database did not complete the change (the default).
 	KindStorage Kind = iota
@@ -34,7 +34,7 @@ const (
 	KindShuttingDown    // the engine is closing (a batch not begun)
 	KindClientGone      // the caller's context was cancelled
 	// KindInProgress: an earlier attempt under the key may still commit, and had not been
-	// answered within the wait (HoldKey; Error.RetryAfter); this one tried nothing.
+	// answered within the wait (holdKey; Error.RetryAfter); this one tried nothing.
 	KindInProgress
 	// KindKeyUnchecked: the key could not be held (the database): this attempt tried nothing, and
 	// whether an earlier one under the key is in flight is not known.

@@ -7,39 +7,115 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/zkstock/zkstock/inventory"
 )
 
-// HoldKey holds a change's key for this attempt across the fleet (inventory's key_attempts)
+// holdKey holds a change's key for this attempt across the fleet (inventory's key_attempts)
 // before the change is admitted, so that while it may still commit no other attempt under the
 // key runs, on any replica, nor is told "nothing changed". An earlier attempt's holding is waited
 // for, until ctx ends or LOCK_TIMEOUT has passed: then KindInProgress. A key the database cannot
 // hold is KindKeyUnchecked. release, called once the change is answered, ends the holding. fresh
 // (a key the service made for this request, which nobody can retry) holds nothing.
-func (e *Engine) HoldKey(ctx context.Context, key string, fresh bool) (release func(), _ error) {
+func (e *Engine) holdKey(ctx context.Context, key string, fresh bool) (release func(), _ error) {
 	if fresh || e.cfg.Lies.NoKeyHold {
 		return func() {}, nil
 	}
 	attempt := newAttempt()
+	hold := e.keyHold()
 	wctx, cancel := context.WithTimeout(ctx, e.cfg.LockTimeout)
 	defer cancel()
+	failures := 0
 	for pause := keyPollFirst; ; pause = min(2*pause, keyPollMax) {
-		held, err := e.store().HoldKey(wctx, key, attempt, e.cfg.ReplicaID, e.keyHold())
+		held, err := e.store().HoldKey(wctx, key, attempt, e.cfg.ReplicaID, hold)
 		e.src.Report(err)
 		switch {
-		case err != nil && wctx.Err() == nil:
-			return nil, &Error{Kind: KindKeyUnchecked, Err: err}
 		case held:
-			return func() { e.releaseKey(key, attempt) }, nil
+			return func() { e.releaseKey(key, attempt, hold) }, nil
+		case err != nil && wctx.Err() == nil:
+			if failures++; failures > keyTries {
+				e.releaseKey(key, attempt, hold) // the INSERT may have applied, its reply lost
+				return nil, &Error{Kind: KindKeyUnchecked, Err: err}
+			}
 		}
 		t := time.NewTimer(pause)
 		select {
 		case <-t.C:
 		case <-wctx.Done():
 			t.Stop()
+			if err != nil {
+				e.releaseKey(key, attempt, hold)
+			}
 			return nil, &Error{Kind: KindInProgress, RetryAfter: time.Second,
 				Err: fmt.Errorf("sale: key %q: an earlier attempt may still commit: %w", key, errors.Join(errKeyInFlight, context.Cause(wctx)))}
 		}
 	}
+}
+
+// keyTries is how many times a key's holding or look-up is tried again after a failure (a
+// connection the server dropped) before the attempt is refused KindKeyUnchecked: a database that
+// is down is refused at once.
+const keyTries = 2
+
+// HoldPurchase holds a purchase's key (holdKey) and answers the purchase from the orders table
+// when an earlier attempt under the key made it (replayed), before the fleet is asked to admit it:
+// so that every "nothing was sold" given after it is true of the key as of the look-up, and
+// nothing but this attempt can sell under the key until release. A look-up that fails is
+// KindKeyUnchecked; a key used for another purchase, KindKeyReused.
+func (e *Engine) HoldPurchase(ctx context.Context, p inventory.Purchase) (release func(), res inventory.Result, replayed bool, _ error) {
+	return holdAndReplay(e, ctx, p.RequestID, p.NewKey, func(ctx context.Context) (inventory.Result, bool, error) {
+		return e.store().PurchaseByKey(ctx, p)
+	})
+}
+
+// HoldCart is HoldPurchase for a cart.
+func (e *Engine) HoldCart(ctx context.Context, cart inventory.Cart) (release func(), res inventory.CartResult, replayed bool, _ error) {
+	return holdAndReplay(e, ctx, cart.RequestID, cart.NewKey, func(ctx context.Context) (inventory.CartResult, bool, error) {
+		return e.store().CartByKey(ctx, cart)
+	})
+}
+
+// HoldCancel is HoldPurchase for a cancellation of order id, which allowed may cancel: held
+// under the order's CancelKey, answered as a replay when the order is cancelled already.
+func (e *Engine) HoldCancel(ctx context.Context, id int64, allowed func(inventory.Order) bool) (release func(), res inventory.CancelResult, replayed bool, _ error) {
+	return holdAndReplay(e, ctx, inventory.CancelKey(id), false, func(ctx context.Context) (inventory.CancelResult, bool, error) {
+		o, found, err := e.store().OrderByID(ctx, id)
+		if err != nil || !found || !allowed(o) || o.CancelledAt == nil {
+			return inventory.CancelResult{}, false, err // Cancel answers an unknown order, or a wrong key
+		}
+		prod, err := e.store().Product(ctx, o.SKU)
+		if err != nil {
+			return inventory.CancelResult{}, false, err
+		}
+		return inventory.CancelResult{Order: o, Remaining: prod.Stock, Replayed: true}, true, nil
+	})
+}
+
+// holdAndReplay holds key and looks up what an earlier attempt under it made.
+func holdAndReplay[R any](e *Engine, ctx context.Context, key string, fresh bool, made func(context.Context) (R, bool, error)) (release func(), res R, replayed bool, _ error) {
+	release, err := e.holdKey(ctx, key, fresh)
+	if err != nil {
+		return nil, res, false, err
+	}
+	if fresh || e.cfg.Lies.NoKeyHold {
+		return release, res, false, nil
+	}
+	res, found, err := made(ctx)
+	for try := 0; err != nil && try < keyTries && ctx.Err() == nil && !errors.Is(err, inventory.ErrKeyReused); try++ {
+		e.src.Report(err)
+		time.Sleep(keyPollFirst << try)
+		res, found, err = made(ctx)
+	}
+	e.src.Report(err)
+	switch {
+	case errors.Is(err, inventory.ErrKeyReused):
+		release()
+		return nil, res, false, typed(err)
+	case err != nil:
+		release()
+		return nil, res, false, &Error{Kind: KindKeyUnchecked, Err: fmt.Errorf("sale: look up key %q: %w", key, err)}
+	}
+	return release, res, found, nil
 }
 
 // keyHold is how long a holding lasts unless released: the longest an attempt runs once it holds
@@ -47,13 +123,36 @@ func (e *Engine) HoldKey(ctx context.Context, key string, fresh bool) (release f
 // still apply.
 func (e *Engine) keyHold() time.Duration { return e.LongestChange() + e.store().CommitBound() }
 
-// releaseKey ends a holding with a context no request can cancel; a holding not deleted expires.
-func (e *Engine) releaseKey(key, attempt string) {
+// releaseKey ends a holding with a context no request can cancel. One the database did not
+// delete is tried again in the background until it would have expired anyway (hold from now) or
+// the engine closes, so that a retry is not kept waiting after an outage ends.
+func (e *Engine) releaseKey(key, attempt string, hold time.Duration) {
+	if e.tryRelease(key, attempt) {
+		return
+	}
+	go func() {
+		deadline := time.Now().Add(hold)
+		for pause := keyPollMax; time.Now().Before(deadline); pause = min(2*pause, 2*time.Second) {
+			select {
+			case <-e.stop:
+				return
+			case <-time.After(pause):
+			}
+			if e.tryRelease(key, attempt) {
+				return
+			}
+		}
+	}()
+}
+
+func (e *Engine) tryRelease(key, attempt string) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
 	defer cancel()
-	if err := e.store().ReleaseKey(ctx, key, attempt); err != nil {
-		e.log.Warn("sale: a key's holding was not released: it expires by itself", "request_id", key, "err", err)
+	err := e.store().ReleaseKey(ctx, key, attempt)
+	if err != nil {
+		e.log.Debug("sale: a key's holding was not released yet", "request_id", key, "err", err)
 	}
+	return err == nil
 }
 
 // sweepKeys deletes, every keySweepEvery until Close, the holdings that expired keySweepEvery ago
