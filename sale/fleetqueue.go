@@ -123,12 +123,17 @@ func (q *fleetQueue) read(sku string, r *queueReadings) {
 	defer q.mu.Unlock()
 	r.reading = false
 	if err != nil {
-		// A stale reading is not given; a request given up may still be outstanding in
-		// ZooKeeper, so the next one waits for as long as this one was given.
-		r.retryAt = at.Add(queueReadTimeout)
+		r.fail(at)
 		return
 	}
 	r.take(st, at)
+}
+
+// fail takes a reading that failed at at. Under q.mu.
+func (r *queueReadings) fail(at time.Time) {
+	// A stale reading is not given; a request given up may still be outstanding in ZooKeeper,
+	// so the next one waits for as long as this one was given.
+	r.retryAt = at.Add(queueReadTimeout)
 }
 
 // take takes a reading at at: the queue's size, and, a span after the base, the rate nodes left
