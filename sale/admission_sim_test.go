@@ -38,6 +38,7 @@ type fleetSim struct {
 	// election): no turn ends while it is (the holder's turn resumes once it is back), and every
 	// reading of the fleet's queue fails.
 	outageAt, outageFor time.Duration
+	seed                uint64 // of the turns' jitter; 0: 41
 	// probe, when set, is shown each replica's admission and readings before every event.
 	probe func(now time.Time, adm []*admission, readings []*queueReadings)
 }
@@ -122,10 +123,14 @@ func (s fleetSim) run(t *testing.T) simResult {
 	for i := range adm {
 		readings[i] = &queueReadings{}
 		if s.fleetView {
-			adm[i].fleet = func(string, LockMode) (int, time.Duration, bool) { return readings[i].estimate(now) }
+			adm[i].fleet = func(string, LockMode) (queueView, bool) { return readings[i].estimate(now) }
 		}
 	}
-	rng := rand.New(rand.NewPCG(41, 1))
+	seed := uint64(41)
+	if s.seed != 0 {
+		seed = s.seed
+	}
+	rng := rand.New(rand.NewPCG(seed, 1))
 	stock := s.stock
 	suspectAt := make([]time.Time, s.replicas) // zero: no suspicion
 	var queue []*simBuyer
