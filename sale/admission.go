@@ -45,6 +45,11 @@ type admission struct {
 	// (foreseenInFleet).
 	fleet func(sku string, mode LockMode) (v queueView, ok bool)
 
+	// falseRefusal, when set, is called for each refusal found false: its buyer would have been
+	// served within the budget by the queue it would have joined (fleetqueue.go judge). Only
+	// the refusals foreseen from the fleet's queue are judged. It must not call admission.
+	falseRefusal func()
+
 	mu   sync.Mutex
 	skus map[string]*skuFlow
 }
@@ -157,6 +162,7 @@ func (a *admission) enter(key string, mode LockMode, qty int64, now time.Time) (
 	// Its own turn is waited for too.
 	wait := time.Duration(float64(raw+f.turn) * f.scaleAt(now))
 	var fleetWait time.Duration // the wait foreseen from the fleet's queue, when it was
+	var view queueView          // the fleet's queue it was foreseen from, if it was
 	if a.fleet != nil {
 		if v, ok := a.fleet(key, mode); ok {
 			raw = f.foreseenInFleet(now, a.budget, v.contenders, v.turn)
@@ -164,9 +170,13 @@ func (a *admission) enter(key string, mode LockMode, qty int64, now time.Time) (
 				fleetWait = raw + v.turn
 			}
 			wait = time.Duration(float64(raw+v.turn) * f.fleetErr.margin(now))
+			view = v
 		}
 	}
 	if raw > 0 && a.budget > 0 && wait > a.budget {
+		if a.falseRefusal != nil {
+			view.watch(refusalCheck{at: now, foreseen: wait, turn: view.turn, budget: a.budget, falseRefusal: a.falseRefused})
+		}
 		return nil, &errSKUBusy{wait: wait, retryAfter: wait - a.budget}
 	}
 	if f.inFlight == 0 {
@@ -179,6 +189,9 @@ func (a *admission) enter(key string, mode LockMode, qty int64, now time.Time) (
 		a.leave(flowKey{key, mode, sku}, f, now, waitsForeseen{own, fleetWait}, qty, end)
 	}, nil
 }
+
+// falseRefused counts a refusal judged false: the queue it would have joined took took.
+func (a *admission) falseRefused(refusalCheck, time.Duration) { a.falseRefusal() }
 
 // noteStock takes sku's stock as a read at now showed it (the sold-out poller's, or one before a
 // purchase queued), or, with a negative stock, a restock here of an amount not known: the stock

@@ -250,3 +250,27 @@ func TestAdmissionClosedLoopAfterABurst(t *testing.T) {
 		}
 	}
 }
+
+// Each refusal foreseen from the fleet's queue is judged against that queue: found false (its
+// buyer would have been served within the budget) when the readings see as many nodes leave it
+// as it held, a turn before the budget is out. At 1,000 buyers a second for the lock's 125 the
+// queue is kept about a budget long, and many refusals are at its edge: some are found false,
+// never more than the simulation's own count of them (the readings see a queue pass later than
+// it did, if anything). A closed-loop run of 50 in flight is refused nothing, and nothing is
+// counted false.
+func TestAdmissionCountsFalseRefusals(t *testing.T) {
+	budget := 2500 * time.Millisecond
+	s := fleetSim{replicas: 3, rate: 1000, turn: 8 * time.Millisecond, stock: 1_000_000_000, budget: budget, arrivals: 10 * time.Second, fleetView: true}
+	r := s.run(t)
+	wrong, refused := r.falseRefusals(s)
+	t.Logf("at 1,000 buyers a second: %d refused, %d of them false, %d counted false", refused, wrong, r.falseCounted)
+	if r.falseCounted == 0 || r.falseCounted > wrong {
+		t.Errorf("%d refusals counted false of %d refused, %d false; want some, and no more than are", r.falseCounted, refused, wrong)
+	}
+	s = fleetSim{replicas: 3, turn: 8 * time.Millisecond, stock: 1_000_000_000, budget: budget, fleetView: true, think: time.Millisecond,
+		closed: []simPhase{{50, 5 * time.Second}}}
+	r = s.run(t)
+	if wrong, refused := r.falseRefusals(s); refused > 0 || r.falseCounted > 0 {
+		t.Errorf("50 in flight: %d refused, %d false, %d counted false; want none", refused, wrong, r.falseCounted)
+	}
+}

@@ -58,12 +58,14 @@ func (s fleetSim) turnAt(d time.Duration) time.Duration {
 }
 
 type simBuyer struct {
-	replica  int
-	client   int       // its client in a closed-loop run; -1 in an open one
-	at       time.Time // its arrival
-	leave    func(turnEnd)
-	refused  bool
-	queued   bool // admitted, and in the lock's queue
+	replica int
+	client  int       // its client in a closed-loop run; -1 in an open one
+	at      time.Time // its arrival
+	leave   func(turnEnd)
+	refused bool
+	queued  bool // admitted, and in the lock's queue
+	// behind, for a refused buyer, is the last of the queue it would have joined (nil: none).
+	behind   *simBuyer
 	answered time.Time
 	sold     bool
 }
@@ -79,6 +81,28 @@ func later(a, b time.Time) time.Time {
 type simResult struct {
 	buyers []*simBuyer
 	start  time.Time
+	// falseCounted is how many refusals the replicas' admissions found false (falseRefusal).
+	falseCounted int
+}
+
+// falseRefusals is how many refused buyers would have been served within budget by the queue
+// they would have joined: its last purchase's turn ended (answered, less the time beside the
+// turn) a turn before the budget ran out; and how many were refused.
+func (r simResult) falseRefusals(s fleetSim) (wrong, refused int) {
+	for _, b := range r.buyers {
+		if !b.refused {
+			continue
+		}
+		refused++
+		wait := s.turn
+		if b.behind != nil {
+			wait += b.behind.answered.Add(-s.beside).Sub(b.at)
+		}
+		if wait <= s.budget {
+			wrong++
+		}
+	}
+	return wrong, refused
 }
 
 // refusedShare is the share of the buyers who came in [from, to) since the start that were
@@ -113,9 +137,11 @@ func (s fleetSim) run(t *testing.T) simResult {
 	now := start
 	clock := func() time.Time { return now }
 	adm := make([]*admission, s.replicas)
+	var res simResult
 	for i := range adm {
 		adm[i] = newAdmission(s.budget)
 		adm[i].now = clock
+		adm[i].falseRefusal = func() { res.falseCounted++ }
 	}
 	// The fleet's queue as ZooKeeper holds it: its contenders, and its moves (joins and leaves).
 	var moves uint32
@@ -134,7 +160,6 @@ func (s fleetSim) run(t *testing.T) simResult {
 	stock := s.stock
 	suspectAt := make([]time.Time, s.replicas) // zero: no suspicion
 	var queue []*simBuyer
-	var res simResult
 	res.start = start
 	total := int(s.arrivals.Seconds() * float64(s.rate))
 	next := 0 // the next buyer to arrive
@@ -263,6 +288,9 @@ func (s fleetSim) run(t *testing.T) simResult {
 					t.Fatalf("enter: %v", err)
 				}
 				b.refused = true
+				if b.behind = holder; len(queue) > 0 {
+					b.behind = queue[len(queue)-1]
+				}
 				answer(b, now)
 				continue
 			}

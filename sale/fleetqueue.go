@@ -54,7 +54,25 @@ type queueReadings struct {
 	// failed: the last reading failed; disturbed is when the last disturbance was seen.
 	failed    bool
 	disturbed time.Time
+	// checks are the refusals not yet judged (judge), oldest first.
+	checks []refusalCheck
 }
+
+// refusalCheck is a refusal to judge against the queue it would have joined: the contenders the
+// reading it was foreseen from showed, and that reading's moves; the refused purchase would have
+// been served its own turn after as many nodes left. It was false if that was within the budget
+// of when it was refused; judged (wrong), falseRefusal is called, under the readings' lock.
+type refusalCheck struct {
+	at           time.Time     // when it was refused
+	foreseen     time.Duration // the wait it foresaw
+	turn, budget time.Duration
+	ahead        int    // the contenders of the reading
+	moves        uint32 // the reading's moves
+	falseRefusal func(c refusalCheck, took time.Duration)
+}
+
+// maxRefusalChecks bounds the refusals of a SKU awaiting judgement; those past it are not judged.
+const maxRefusalChecks = 1024
 
 // queueView is a SKU's queue as its readings show it: the contenders in it (holders and
 // waiters), the turn (the time between two nodes leaving it), and when the readings last saw a
@@ -63,6 +81,47 @@ type queueView struct {
 	contenders int
 	turn       time.Duration
 	disturbed  time.Time
+	// r and q are where it was read, for watch; q is nil when the caller holds r apart.
+	r *queueReadings
+	q *fleetQueue
+}
+
+// watch has c judged by the readings the view came from, from their next one on.
+func (v queueView) watch(c refusalCheck) {
+	if v.r == nil {
+		return
+	}
+	if v.q != nil {
+		v.q.mu.Lock()
+		defer v.q.mu.Unlock()
+	}
+	c.ahead, c.moves = v.r.last.Contenders, v.r.last.Moves
+	if len(v.r.checks) < maxRefusalChecks {
+		v.r.checks = append(v.r.checks, c)
+	}
+}
+
+// judge judges the refusals awaiting it by the reading st at at: one whose queue has been left
+// by as many nodes as it held is false when that took, with the refused purchase's own turn,
+// within the budget, right otherwise; one not yet passed a budget after it was refused is right.
+// Under q.mu.
+func (r *queueReadings) judge(st dlock.QueueStat, at time.Time) {
+	kept := r.checks[:0]
+	for _, c := range r.checks {
+		took := at.Sub(c.at)
+		moves := int64(st.Moves - c.moves)
+		left := (moves - int64(st.Contenders-c.ahead)) / 2
+		passed := moves < 1<<31 && left >= int64(c.ahead)
+		switch {
+		case passed && took+c.turn <= c.budget:
+			c.falseRefusal(c, took)
+		case passed, took > c.budget, moves >= 1<<31:
+		default:
+			kept = append(kept, c)
+		}
+	}
+	clear(r.checks[len(kept):])
+	r.checks = kept
 }
 
 const (
@@ -96,7 +155,9 @@ func (q *fleetQueue) view(sku string) (v queueView, ok bool) {
 		r.reading = true
 		go q.read(sku, r)
 	}
-	return r.estimate(now)
+	v, ok = r.estimate(now)
+	v.q = q
+	return v, ok
 }
 
 // viewOf is view for the modes whose purchases queue in ZooKeeper (lockMode.fleetQueue); ok is
@@ -123,7 +184,7 @@ func (q *fleetQueue) readings(sku string) *queueReadings {
 
 // estimate is the queue as the readings show it at now (see view). Under q.mu.
 func (r *queueReadings) estimate(now time.Time) (v queueView, ok bool) {
-	v.disturbed = r.disturbed
+	v.disturbed, v.r = r.disturbed, r
 	if r.rate <= 0 || now.Sub(r.lastAt) > queueSampleFresh {
 		return v, false
 	}
@@ -155,6 +216,8 @@ func (r *queueReadings) fail(at time.Time) {
 	r.retryAt = at.Add(queueReadTimeout)
 	r.failed, r.disturbed = true, at
 	r.baseAt = time.Time{}
+	clear(r.checks) // the queue's moves are not seen now: its refusals are not judged
+	r.checks = r.checks[:0]
 }
 
 // take takes a reading at at: the queue's size, and, a span after the base, the rate nodes left
@@ -162,6 +225,7 @@ func (r *queueReadings) fail(at time.Time) {
 func (r *queueReadings) take(st dlock.QueueStat, at time.Time) {
 	watched := !r.lastAt.IsZero() && at.Sub(r.lastAt) <= queueRateSpan
 	r.last, r.lastAt = st, at
+	r.judge(st, at)
 	if r.failed {
 		// The first good reading after a failure: waits that began before it overlapped the
 		// failure's disturbance, however long it lasted.
