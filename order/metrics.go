@@ -51,9 +51,12 @@ func newMetrics(zkStats func() dlock.Stats) (*metrics, error) {
 	soldOut := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "zkstock_sold_out_fast_total", Help: "Purchases answered out_of_stock by a read of the stock, without a turn of the lock: before queueing, or sent away from the queue.",
 	}, []string{"where"})
+	falseRefusals := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "zkstock_false_refusals_total", Help: "sku_busy refusals whose buyer the queue it would have joined served within the budget.",
+	})
 	m.sale = sale.Metrics{LockWait: lockWait, LockHold: lockHold, Stock: func(sku string) sale.Gauge { return stock.WithLabelValues(sku) },
-		SoldOutBeforeQueue: soldOut.WithLabelValues("before_queue"), SoldOutLeftQueue: soldOut.WithLabelValues("left_queue")}
-	for _, c := range []prometheus.Collector{m.orders, m.cancellations, soldOut, lockWait, lockHold, stock, zkCollector{zkStats},
+		SoldOutBeforeQueue: soldOut.WithLabelValues("before_queue"), SoldOutLeftQueue: soldOut.WithLabelValues("left_queue"), FalseRefusals: falseRefusals}
+	for _, c := range []prometheus.Collector{m.orders, m.cancellations, soldOut, falseRefusals, lockWait, lockHold, stock, zkCollector{zkStats},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		if err := m.reg.Register(c); err != nil {
 			return nil, fmt.Errorf("order: register metrics: %w", err)

@@ -40,9 +40,15 @@ type admission struct {
 	budget time.Duration    // the longest wait admitted; 0 admits everyone
 	now    func() time.Time // the clock ends are timed by; time.Now
 	// fleet, when set, gives a mode's queue of a SKU as the whole fleet holds it: the contenders
-	// in it and the turn it moves at (fleetqueue.go); ok is false when the mode has no such
-	// queue, or it has not been measured. The wait is then foreseen from it (foreseenInFleet).
-	fleet func(sku string, mode LockMode) (contenders int, turn time.Duration, ok bool)
+	// in it, the turn it moves at and its last disturbance (fleetqueue.go); ok is false when the
+	// mode has no such queue, or it has not been measured. The wait is then foreseen from it
+	// (foreseenInFleet).
+	fleet func(sku string, mode LockMode) (v queueView, ok bool)
+
+	// falseRefusal, when set, is called for each refusal found false: its buyer would have been
+	// served within the budget by the queue it would have joined (fleetqueue.go judge). Only
+	// the refusals foreseen from the fleet's queue are judged. It must not call admission.
+	falseRefusal func()
 
 	mu   sync.Mutex
 	skus map[string]*skuFlow
@@ -57,13 +63,14 @@ type skuFlow struct {
 	// at the previous end, or where the busy spell began if that is later.
 	turn  time.Duration
 	turns int // gaps measured, up to turnWindow
-	// scale corrects the foreseen wait by what the waits turned out to be: the moving average of
-	// (time in flight) / (foreseen wait + a turn) over the purchases that found a queue. A
-	// purchase spends time beside its turn (its node's create, the hand-off to it), and the
-	// replicas' turns interleave unevenly. 1 until measured.
-	scale float64
+	// scale corrects the foreseen wait by what the waits turned out to be: the recent average of
+	// (time in flight) / (foreseen wait + a turn) over the purchases that found a queue, prior 1
+	// (scaleAt). A purchase spends time beside its turn (its node's create, the hand-off to it),
+	// and the replicas' turns interleave unevenly.
+	scale recent
 	// stallEnded is when the last stall ended (a gap stallFactor turns long, a holder killed
-	// whose node stayed until its session ended); longGaps counts such gaps in a row.
+	// whose node stayed until its session ended); longGaps counts such gaps in a row. A wait
+	// that began before it overlapped the stall, and is not learnt (overlapped).
 	stallEnded time.Time
 	longGaps   int
 	// ends are the times of the turns here that ended within a budget of the last one, in this
@@ -147,24 +154,29 @@ func (a *admission) enter(key string, mode LockMode, qty int64, now time.Time) (
 	defer a.mu.Unlock()
 	f := a.skus[sku]
 	if f == nil {
-		f = &skuFlow{scale: 1, lastLeft: -1, fleetErr: newEstimateError()}
+		f = &skuFlow{lastLeft: -1, scale: recent{trusted: estimateWindow}, fleetErr: newEstimateError()}
 		a.skus[sku] = f
 	}
 	own := f.foreseen(now, a.budget) // from this replica's own measures, which leave learns from
 	raw := own
 	// Its own turn is waited for too.
-	wait := time.Duration(float64(raw+f.turn) * f.scale)
+	wait := time.Duration(float64(raw+f.turn) * f.scaleAt(now))
 	var fleetWait time.Duration // the wait foreseen from the fleet's queue, when it was
+	var view queueView          // the fleet's queue it was foreseen from, if it was
 	if a.fleet != nil {
-		if contenders, turn, ok := a.fleet(key, mode); ok {
-			raw = f.foreseenInFleet(now, a.budget, contenders, turn)
-			if raw >= 2*turn { // found a queue: its error is learnt (fleetErr)
-				fleetWait = raw + turn
+		if v, ok := a.fleet(key, mode); ok {
+			raw = f.foreseenInFleet(now, a.budget, v.contenders, v.turn)
+			if raw >= 2*v.turn { // found a queue: its error is learnt (fleetErr)
+				fleetWait = raw + v.turn
 			}
-			wait = time.Duration(float64(raw+turn) * f.fleetErr.margin())
+			wait = time.Duration(float64(raw+v.turn) * f.fleetErr.margin(now))
+			view = v
 		}
 	}
 	if raw > 0 && a.budget > 0 && wait > a.budget {
+		if a.falseRefusal != nil {
+			view.watch(refusalCheck{at: now, foreseen: wait, turn: view.turn, budget: a.budget, falseRefusal: a.falseRefused})
+		}
 		return nil, &errSKUBusy{wait: wait, retryAfter: wait - a.budget}
 	}
 	if f.inFlight == 0 {
@@ -174,12 +186,12 @@ func (a *admission) enter(key string, mode LockMode, qty int64, now time.Time) (
 	f.inFlight++
 	f.units += qty
 	return func(end turnEnd) {
-		if fleetWait > 0 {
-			a.learnFleetError(f, now, fleetWait, end)
-		}
-		a.leave(sku, f, now, own, qty, end)
+		a.leave(flowKey{key, mode, sku}, f, now, waitsForeseen{own, fleetWait}, qty, end)
 	}, nil
 }
+
+// falseRefused counts a refusal judged false: the queue it would have joined took took.
+func (a *admission) falseRefused(refusalCheck, time.Duration) { a.falseRefusal() }
 
 // noteStock takes sku's stock as a read at now showed it (the sold-out poller's, or one before a
 // purchase queued), or, with a negative stock, a restock here of an amount not known: the stock

@@ -44,7 +44,23 @@ func (f *skuFlow) sellOutWait() time.Duration { return f.turn + soldOutPoll }
 // everyone.
 const minScale, maxScale = 0.5, 2.0
 
-func (a *admission) leave(sku string, f *skuFlow, entered time.Time, foreseen time.Duration, qty int64, end turnEnd) {
+// scaleAt is the scale at now: 1 until measured, and again once what was measured has faded.
+func (f *skuFlow) scaleAt(now time.Time) float64 {
+	return min(maxScale, max(minScale, f.scale.at(now, 1)))
+}
+
+// flowKey names a flow: its SKU and mode, and its key in admission.skus.
+type flowKey struct {
+	sku  string
+	mode LockMode
+	key  string
+}
+
+// waitsForeseen are the waits foreseen for a purchase: from this replica's own measures, and
+// from the fleet's queue when it found one there (0 otherwise).
+type waitsForeseen struct{ own, fleet time.Duration }
+
+func (a *admission) leave(k flowKey, f *skuFlow, entered time.Time, foreseen waitsForeseen, qty int64, end turnEnd) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	now := a.now() // under the lock: ends racing for it must not make a gap run backwards
@@ -57,12 +73,12 @@ func (a *admission) leave(sku string, f *skuFlow, entered time.Time, foreseen ti
 		// Sent away from the queue, or timed out: no turn was served, and the burst of ends
 		// when a sold-out product's queue is sent away would read as turns of no length. A
 		// purchase that gave up its wait (LOCK_TIMEOUT) waited at least as long as it did:
-		// the waits foreseen worst end so, and the scale learns them, raised only (a wait cut
-		// short says nothing of how long it would have been), and not while a stall is under
-		// way (a holder killed, whose node stays for a session, is no queue).
+		// the waits foreseen worst end so, and the scale and the margin learn them, raised
+		// only (a wait cut short says nothing of how long it would have been), and not while a
+		// stall is under way (a holder killed, whose node stays for a session, is no queue).
 		stalling := now.Sub(f.since) > max(stallFactor*f.turn, stallFloor)
-		if end.timedOut && !stalling && f.foundQueue(entered, foreseen) {
-			f.learnScale(now.Sub(entered), foreseen, true)
+		if end.timedOut && !stalling && !a.overlapped(k, f, entered) {
+			f.learnWait(now.Sub(entered), foreseen, true, now)
 		}
 		if f.inFlight == 0 {
 			f.since = now
@@ -80,8 +96,8 @@ func (a *admission) leave(sku string, f *skuFlow, entered time.Time, foreseen ti
 	if stalled {
 		f.stallEnded = now
 	}
-	if !stalled && f.foundQueue(entered, foreseen) {
-		f.learnScale(now.Sub(entered), foreseen, false)
+	if !stalled && !a.overlapped(k, f, entered) {
+		f.learnWait(now.Sub(entered), foreseen, false, now)
 	}
 	if f.turns == 0 {
 		// The first end after a cold start ended a time in which everyone then in flight was
@@ -105,25 +121,53 @@ func (a *admission) leave(sku string, f *skuFlow, entered time.Time, foreseen ti
 	}
 	f.since = now
 	if f.inFlight == 0 && len(a.skus) > maxKnownSKUs {
-		delete(a.skus, sku) // bounded like the SKUs a replica remembers; relearnt if it comes back
+		delete(a.skus, k.key) // bounded like the SKUs a replica remembers; relearnt if it comes back
 	}
 }
 
-// foundQueue says whether a purchase that entered when, foreseen to wait foreseen, says how good
-// the estimate is: only one that found a queue of a few turns does; one that found none would
-// weigh its own turn's noise, and one that waited through a stall the stall.
-func (f *skuFlow) foundQueue(entered time.Time, foreseen time.Duration) bool {
-	return f.turn > 0 && foreseen >= 2*f.turn && entered.After(f.stallEnded)
+// overlapped says whether a wait that began at entered overlapped a disturbance: a stall of the
+// ends here that has ended since (stallEnded), or one the readings of the fleet's queue saw (a
+// failed reading, a span in which nobody left it). Such a wait says how long the disturbance
+// was, not how good the estimate is. Under a.mu.
+func (a *admission) overlapped(k flowKey, f *skuFlow, entered time.Time) bool {
+	if !entered.After(f.stallEnded) {
+		return true
+	}
+	if a.fleet == nil {
+		return false
+	}
+	v, _ := a.fleet(k.sku, k.mode)
+	return !v.disturbed.IsZero() && !entered.After(v.disturbed)
 }
 
-// learnScale takes a purchase's time in flight against the wait foreseen for it into the scale;
-// atLeast, when its wait was longer still, only if that raises the scale.
-func (f *skuFlow) learnScale(inFlight, foreseen time.Duration, atLeast bool) {
+// learnWait takes a purchase's time in flight, at now, against the waits foreseen for it: into
+// the scale when it found a queue here (foundQueue), into the fleet's estimate error when it
+// found one there. atLeast: it gave up waiting, and its wait would have been longer still.
+func (f *skuFlow) learnWait(inFlight time.Duration, foreseen waitsForeseen, atLeast bool, now time.Time) {
+	if f.foundQueue(foreseen.own) {
+		f.learnScale(inFlight, foreseen.own, atLeast, now)
+	}
+	if foreseen.fleet > 0 {
+		f.fleetErr.learn(inFlight, foreseen.fleet, atLeast, now)
+	}
+}
+
+// foundQueue says whether a purchase foreseen to wait foreseen here says how good the estimate
+// is: only one that found a queue of a few turns does; one that found none would weigh its own
+// turn's noise (and one that waited through a stall the stall: overlapped).
+func (f *skuFlow) foundQueue(foreseen time.Duration) bool {
+	return f.turn > 0 && foreseen >= 2*f.turn
+}
+
+// learnScale takes a purchase's time in flight against the wait foreseen for it into the scale,
+// at now; atLeast, when its wait was longer still, only if that raises the scale.
+func (f *skuFlow) learnScale(inFlight, foreseen time.Duration, atLeast bool, now time.Time) {
 	ratio := float64(inFlight) / float64(foreseen+f.turn)
-	if atLeast && ratio <= f.scale {
+	if atLeast && ratio <= f.scaleAt(now) {
 		return
 	}
-	f.scale = min(maxScale, max(minScale, f.scale+(ratio-f.scale)/turnWindow))
+	f.scale.learn(ratio, now)
+	f.scale.mean = min(maxScale, max(minScale, f.scale.mean))
 }
 
 // pace takes a turn's end at now into ends and paced: a stall starts them afresh.

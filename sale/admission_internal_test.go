@@ -90,7 +90,7 @@ func TestAdmissionForgetsAStallOnceItEnds(t *testing.T) {
 		}
 	}
 	a.mu.Lock()
-	turn, scale := flow().turn, flow().scale
+	turn, scale := flow().turn, flow().scaleAt(time.Now())
 	flow().since = time.Now().Add(-4 * time.Second) // the holder killed: its node stayed a session
 	a.mu.Unlock()
 	for _, leave := range leaves { // the stall ends; the queue behind it goes at the usual pace
@@ -104,7 +104,7 @@ func TestAdmissionForgetsAStallOnceItEnds(t *testing.T) {
 	// Nor is it learnt in the scale: the queue that waited through it waited seconds for a few
 	// turns' foreseen wait, which says how long the stall was, not how good the estimate is.
 	a.mu.Lock()
-	after := flow().scale
+	after := flow().scaleAt(time.Now())
 	a.mu.Unlock()
 	if after > scale*1.25 {
 		t.Fatalf("scale %.2f after the stall, %.2f before: its waiters' waits were learnt", after, scale)

@@ -29,6 +29,24 @@ type fleetSim struct {
 	// fleetView: each replica's admission reads the fleet's queue (fleetqueue.go) as ZooKeeper
 	// would show it, every queueSamplePeriod at most, when one of its purchases asks.
 	fleetView bool
+	// closed: phases of closed-loop load besides the arrivals at rate, one after the other, each
+	// of clients that send their next purchase think after the last was answered (a phase of no
+	// clients is a pause between runs).
+	closed []simPhase
+	think  time.Duration
+	// outageAt, outageFor: ZooKeeper is away for outageFor from outageAt into the run (an
+	// election): no turn ends while it is (the holder's turn resumes once it is back), and every
+	// reading of the fleet's queue fails.
+	outageAt, outageFor time.Duration
+	seed                uint64 // of the turns' jitter; 0: 41
+	// probe, when set, is shown each replica's admission and readings before every event.
+	probe func(now time.Time, adm []*admission, readings []*queueReadings)
+}
+
+// simPhase is a phase of closed-loop load: clients in flight for span.
+type simPhase struct {
+	clients int
+	span    time.Duration
 }
 
 // turnAt is the turn at d into the run.
@@ -40,18 +58,51 @@ func (s fleetSim) turnAt(d time.Duration) time.Duration {
 }
 
 type simBuyer struct {
-	replica  int
-	at       time.Time // its arrival
-	leave    func(turnEnd)
-	refused  bool
-	queued   bool // admitted, and in the lock's queue
+	replica int
+	client  int       // its client in a closed-loop run; -1 in an open one
+	at      time.Time // its arrival
+	leave   func(turnEnd)
+	refused bool
+	queued  bool // admitted, and in the lock's queue
+	// behind, for a refused buyer, is the last of the queue it would have joined (nil: none).
+	behind   *simBuyer
 	answered time.Time
 	sold     bool
+}
+
+// later is the later of two times.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 type simResult struct {
 	buyers []*simBuyer
 	start  time.Time
+	// falseCounted is how many refusals the replicas' admissions found false (falseRefusal).
+	falseCounted int
+}
+
+// falseRefusals is how many refused buyers would have been served within budget by the queue
+// they would have joined: its last purchase's turn ended (answered, less the time beside the
+// turn) a turn before the budget ran out; and how many were refused.
+func (r simResult) falseRefusals(s fleetSim) (wrong, refused int) {
+	for _, b := range r.buyers {
+		if !b.refused {
+			continue
+		}
+		refused++
+		wait := s.turn
+		if b.behind != nil {
+			wait += b.behind.answered.Add(-s.beside).Sub(b.at)
+		}
+		if wait <= s.budget {
+			wrong++
+		}
+	}
+	return wrong, refused
 }
 
 // refusedShare is the share of the buyers who came in [from, to) since the start that were
@@ -86,9 +137,11 @@ func (s fleetSim) run(t *testing.T) simResult {
 	now := start
 	clock := func() time.Time { return now }
 	adm := make([]*admission, s.replicas)
+	var res simResult
 	for i := range adm {
 		adm[i] = newAdmission(s.budget)
 		adm[i].now = clock
+		adm[i].falseRefusal = func() { res.falseCounted++ }
 	}
 	// The fleet's queue as ZooKeeper holds it: its contenders, and its moves (joins and leaves).
 	var moves uint32
@@ -96,29 +149,61 @@ func (s fleetSim) run(t *testing.T) simResult {
 	for i := range adm {
 		readings[i] = &queueReadings{}
 		if s.fleetView {
-			adm[i].fleet = func(string, LockMode) (int, time.Duration, bool) { return readings[i].estimate(now) }
+			adm[i].fleet = func(string, LockMode) (queueView, bool) { return readings[i].estimate(now) }
 		}
 	}
-	rng := rand.New(rand.NewPCG(41, 1))
+	seed := uint64(41)
+	if s.seed != 0 {
+		seed = s.seed
+	}
+	rng := rand.New(rand.NewPCG(seed, 1))
 	stock := s.stock
 	suspectAt := make([]time.Time, s.replicas) // zero: no suspicion
 	var queue []*simBuyer
-	var res simResult
 	res.start = start
 	total := int(s.arrivals.Seconds() * float64(s.rate))
 	next := 0 // the next buyer to arrive
 	arrival := func(i int) time.Time { return start.Add(time.Duration(i) * time.Second / time.Duration(s.rate)) }
+	// A closed-loop run's clients: the time each sends its next purchase (zero: none), and the end
+	// of its phase.
+	var sends, until []time.Time
+	phaseAt := start
+	for _, ph := range s.closed {
+		for range ph.clients {
+			sends, until = append(sends, phaseAt), append(until, phaseAt.Add(ph.span))
+		}
+		phaseAt = phaseAt.Add(ph.span)
+	}
+	nextSend := func() (client int, at time.Time) {
+		client = -1
+		for c, t := range sends {
+			if !t.IsZero() && (client < 0 || t.Before(at)) {
+				client, at = c, t
+			}
+		}
+		return client, at
+	}
+	answer := func(b *simBuyer, at time.Time) {
+		b.answered = at
+		if b.client >= 0 {
+			if next := at.Add(s.think); next.Before(until[b.client]) {
+				sends[b.client] = next
+			}
+		}
+	}
+	outageFrom, outageTo := start.Add(s.outageAt), start.Add(s.outageAt+s.outageFor)
+	inOutage := func(at time.Time) bool { return s.outageFor > 0 && !at.Before(outageFrom) && at.Before(outageTo) }
 	var holder *simBuyer
 	var holderEnds time.Time
 	end := func(b *simBuyer, e turnEnd) {
-		b.answered = now.Add(s.beside)
+		answer(b, now.Add(s.beside))
 		// The end is timed when the purchase leaves; the beside time is spent after its turn.
 		saved := now
 		now = b.answered
 		b.leave(e)
 		now = saved
 	}
-	for next < total || holder != nil || len(queue) > 0 {
+	for next < total || holder != nil || len(queue) > 0 || slices.ContainsFunc(sends, func(t time.Time) bool { return !t.IsZero() }) {
 		// The next event: an arrival, the holder's end, a replica's poll sending its queue away.
 		tNext := time.Time{}
 		pick := func(at time.Time) {
@@ -128,6 +213,10 @@ func (s fleetSim) run(t *testing.T) simResult {
 		}
 		if next < total {
 			pick(arrival(next))
+		}
+		client, sendAt := nextSend()
+		if client >= 0 {
+			pick(sendAt)
 		}
 		if holder != nil {
 			pick(holderEnds)
@@ -141,6 +230,9 @@ func (s fleetSim) run(t *testing.T) simResult {
 			pick(now)
 		}
 		now = tNext
+		if s.probe != nil {
+			s.probe(now, adm, readings)
+		}
 		switch {
 		case holder != nil && !holderEnds.After(now):
 			b := holder
@@ -164,27 +256,42 @@ func (s fleetSim) run(t *testing.T) simResult {
 			turn := s.turnAt(now.Sub(start))
 			jitter := time.Duration(rng.Int64N(int64(turn))) - turn/2
 			holderEnds = now.Add(turn + jitter)
-		case next < total && !arrival(next).After(now):
-			b := &simBuyer{replica: next % s.replicas, at: arrival(next)}
-			next++
+			if s.outageFor > 0 && now.Before(outageTo) && holderEnds.After(outageFrom) {
+				holderEnds = holderEnds.Add(outageTo.Sub(later(now, outageFrom))) // no turn ends while ZooKeeper is away
+			}
+		case next < total && !arrival(next).After(now) || client >= 0 && !sendAt.After(now):
+			b := &simBuyer{replica: len(res.buyers) % s.replicas, at: now, client: -1}
+			if client >= 0 && !sendAt.After(now) {
+				b.client, sends[client] = client, time.Time{}
+			} else {
+				next++
+			}
 			res.buyers = append(res.buyers, b)
 			if !suspectAt[b.replica].IsZero() {
-				b.answered = now // 409 before the queue: admission never sees it
+				answer(b, now) // 409 before the queue: admission never sees it
 				continue
 			}
-			if r := readings[b.replica]; s.fleetView && now.Sub(r.lastAt) >= queueSamplePeriod {
+			if r := readings[b.replica]; s.fleetView && now.Sub(r.lastAt) >= queueSamplePeriod && !now.Before(r.retryAt) {
 				contenders := len(queue)
 				if holder != nil {
 					contenders++
 				}
-				r.take(dlock.QueueStat{Contenders: contenders, Moves: moves}, now)
+				if inOutage(now) {
+					r.fail(now)
+				} else {
+					r.take(dlock.QueueStat{Contenders: contenders, Moves: moves}, now)
+				}
 			}
 			leave, err := adm[b.replica].enter("SIM", ModeZK, 1, now)
 			if err != nil {
 				if !isSKUBusy(err) {
 					t.Fatalf("enter: %v", err)
 				}
-				b.refused, b.answered = true, now
+				b.refused = true
+				if b.behind = holder; len(queue) > 0 {
+					b.behind = queue[len(queue)-1]
+				}
+				answer(b, now)
 				continue
 			}
 			b.leave, b.queued = leave, true
@@ -194,7 +301,7 @@ func (s fleetSim) run(t *testing.T) simResult {
 			kept := queue[:0]
 			for _, b := range queue {
 				if at := suspectAt[b.replica]; !at.IsZero() && !at.Add(soldOutPoll).After(now) {
-					b.answered = now
+					answer(b, now)
 					b.leave(turnEnd{left: 0})
 					moves++
 					continue

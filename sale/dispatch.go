@@ -69,6 +69,7 @@ func (e *Engine) runOnce(ctx context.Context, t Ticket, sorted []string, log Log
 		return e.settle(tctx, ch, err, log)
 	}
 	var held holding
+	turnOver := func(error) {} // a sale's turn tells its SKU's gate how it ended
 	return e.withLock(ctx, t.lockDeadline, log, func(lockCtx context.Context) (release, error) {
 		waitCtx, queued := lockCtx, func() {}
 		if ch.sale != nil {
@@ -78,35 +79,41 @@ func (e *Engine) runOnce(ctx context.Context, t Ticket, sorted []string, log Log
 			}
 			waitCtx, queued = e.soldOut.queue(lockCtx, ch.sale.SKU, ch.sale.Qty, key)
 		}
-		h, err := e.lockBehindGate(waitCtx, lm, sorted, ch.sale)
+		h, over, err := e.lockBehindGate(waitCtx, lm, sorted, ch.sale)
 		queued()
 		if err != nil {
 			return nil, leftQueue(waitCtx, err)
 		}
-		held = h
+		held, turnOver = h, over
 		return h.Unlock, nil
-	}, func() error {
+	}, func() (err error) {
+		defer func() { turnOver(err) }() // on every path, a panic's too: the gate's place is given back
 		tctx, deadline, end := txContext(ctx)
 		defer end()
-		err := ch.apply(tctx, lm.protect, fencing{issuer: lm.issuer, tokens: held.Tokens()},
+		err = ch.apply(tctx, lm.protect, fencing{issuer: lm.issuer, tokens: held.Tokens()},
 			inventory.Hooks{Work: e.work(held), BeforeCommit: func() error { return errors.Join(stillHeld(held)(), admitted()) }, Deadline: deadline})
 		return e.settle(tctx, ch, err, log)
 	})
 }
 
 // lockBehindGate takes the mode's locks; a sale first passes its SKU's gate (lockgate.go), which
-// keeps the lock queue here no longer than the stock.
-func (e *Engine) lockBehindGate(ctx context.Context, lm lockMode, sorted []string, sale *inventory.Purchase) (holding, error) {
+// keeps the lock queue here no longer than the stock. turnOver, called with the change's error
+// once its turn is over, tells the gate how it ended.
+func (e *Engine) lockBehindGate(ctx context.Context, lm lockMode, sorted []string, sale *inventory.Purchase) (_ holding, turnOver func(error), _ error) {
 	if sale == nil {
-		return lm.lock(e, ctx, sorted)
+		h, err := lm.lock(e, ctx, sorted)
+		return h, func(error) {}, err
 	}
 	passed, err := e.gate.enter(ctx, sale.SKU, sale.Qty)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	h, err := lm.lock(e, ctx, sorted)
-	passed(err == nil)
-	return h, err
+	if err != nil {
+		passed(err)
+		return nil, nil, err
+	}
+	return h, passed, nil
 }
 
 // release gives a lock back.

@@ -63,6 +63,9 @@ type Metrics struct {
 	// the stock, without a turn of the lock (soldout.go).
 	SoldOutBeforeQueue, SoldOutLeftQueue Counter
 	Stock                                func(sku string) Gauge // the stock as this replica last saw it
+	// FalseRefusals counts the sku_busy refusals found false: the queue the buyer would have
+	// joined served it within the budget (admission.go falseRefusal).
+	FalseRefusals Counter
 }
 
 // Observer takes one observation (prometheus.Observer).
@@ -130,6 +133,9 @@ func New(cfg Config, src inventory.Source, locks *dlock.Client, log *slog.Logger
 		budget = cfg.LockTimeout / 2
 	}
 	e.admission = newAdmission(budget)
+	if c := cfg.Metrics.FalseRefusals; c != nil {
+		e.admission.falseRefusal = c.Inc
+	}
 	e.gate = newLockGate(budget)
 	if locks != nil {
 		e.admission.fleet = newFleetQueue(func(ctx context.Context, sku string) (dlock.QueueStat, error) {

@@ -21,9 +21,13 @@ import (
 // admission falls back on what this replica measures itself.
 //
 // A rate is measured only over a span in which every reading found the queue busy: nodes leave an
-// idle queue as fast as they come, which says how much was asked, not how fast a turn goes. A
+// idle queue as fast as they come, which says how much was asked, not how fast a turn goes. Nor
+// is it measured across a reading that failed (an election, a lost session) or a gap between
+// readings longer than a span (nobody asked: the queue may have idled, or stalled, unseen). A
 // span in which no node left (a holder killed, whose node stays until its session ends; a
-// database that stalls) keeps the rate measured before it: a stall is not the queue's pace.
+// database that stalls) keeps the rate measured before it: a stall is not the queue's pace. A
+// failed reading, the first good one after it, and such a span are disturbances (queueView):
+// a wait that overlapped one says nothing of how good the estimate is.
 type fleetQueue struct {
 	stat func(ctx context.Context, sku string) (dlock.QueueStat, error)
 	now  func() time.Time
@@ -47,6 +51,77 @@ type queueReadings struct {
 	// lastRate is the rate of the last span measured: a turn is foreseen at the slower of the
 	// two, so that a queue that slows down is seen at once, and one that speeds up gradually.
 	lastRate float64
+	// failed: the last reading failed; disturbed is when the last disturbance was seen.
+	failed    bool
+	disturbed time.Time
+	// checks are the refusals not yet judged (judge), oldest first.
+	checks []refusalCheck
+}
+
+// refusalCheck is a refusal to judge against the queue it would have joined: the contenders the
+// reading it was foreseen from showed, and that reading's moves; the refused purchase would have
+// been served its own turn after as many nodes left. It was false if that was within the budget
+// of when it was refused; judged (wrong), falseRefusal is called, under the readings' lock.
+type refusalCheck struct {
+	at           time.Time     // when it was refused
+	foreseen     time.Duration // the wait it foresaw
+	turn, budget time.Duration
+	ahead        int    // the contenders of the reading
+	moves        uint32 // the reading's moves
+	falseRefusal func(c refusalCheck, took time.Duration)
+}
+
+// maxRefusalChecks bounds the refusals of a SKU awaiting judgement; those past it are not judged.
+const maxRefusalChecks = 1024
+
+// queueView is a SKU's queue as its readings show it: the contenders in it (holders and
+// waiters), the turn (the time between two nodes leaving it), and when the readings last saw a
+// disturbance (zero: never). A wait that began no later than disturbed overlapped it.
+type queueView struct {
+	contenders int
+	turn       time.Duration
+	disturbed  time.Time
+	// r and q are where it was read, for watch; q is nil when the caller holds r apart.
+	r *queueReadings
+	q *fleetQueue
+}
+
+// watch has c judged by the readings the view came from, from their next one on.
+func (v queueView) watch(c refusalCheck) {
+	if v.r == nil {
+		return
+	}
+	if v.q != nil {
+		v.q.mu.Lock()
+		defer v.q.mu.Unlock()
+	}
+	c.ahead, c.moves = v.r.last.Contenders, v.r.last.Moves
+	if len(v.r.checks) < maxRefusalChecks {
+		v.r.checks = append(v.r.checks, c)
+	}
+}
+
+// judge judges the refusals awaiting it by the reading st at at: one whose queue has been left
+// by as many nodes as it held is false when that took, with the refused purchase's own turn,
+// within the budget, right otherwise; one not yet passed a budget after it was refused is right.
+// Under q.mu.
+func (r *queueReadings) judge(st dlock.QueueStat, at time.Time) {
+	kept := r.checks[:0]
+	for _, c := range r.checks {
+		took := at.Sub(c.at)
+		moves := int64(st.Moves - c.moves)
+		left := (moves - int64(st.Contenders-c.ahead)) / 2
+		passed := moves < 1<<31 && left >= int64(c.ahead)
+		switch {
+		case passed && took+c.turn <= c.budget:
+			c.falseRefusal(c, took)
+		case passed, took > c.budget, moves >= 1<<31:
+		default:
+			kept = append(kept, c)
+		}
+	}
+	clear(r.checks[len(kept):])
+	r.checks = kept
 }
 
 const (
@@ -68,10 +143,10 @@ func newFleetQueue(stat func(context.Context, string) (dlock.QueueStat, error)) 
 	return &fleetQueue{stat: stat, now: time.Now, skus: map[string]*queueReadings{}}
 }
 
-// view returns sku's queue as last read: the contenders in it (holders and waiters), and the turn
-// (the time between two nodes leaving it); ok is false when there is no fresh reading with a rate
-// measured. It starts a new reading when the last is older than queueSamplePeriod.
-func (q *fleetQueue) view(sku string) (contenders int, turn time.Duration, ok bool) {
+// view returns sku's queue as last read; ok is false when there is no fresh reading with a rate
+// measured (the view's disturbed is given even so). It starts a new reading when the last is
+// older than queueSamplePeriod.
+func (q *fleetQueue) view(sku string) (v queueView, ok bool) {
 	now := q.now()
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -80,14 +155,16 @@ func (q *fleetQueue) view(sku string) (contenders int, turn time.Duration, ok bo
 		r.reading = true
 		go q.read(sku, r)
 	}
-	return r.estimate(now)
+	v, ok = r.estimate(now)
+	v.q = q
+	return v, ok
 }
 
 // viewOf is view for the modes whose purchases queue in ZooKeeper (lockMode.fleetQueue); ok is
 // false for the others.
-func (q *fleetQueue) viewOf(sku string, mode LockMode) (contenders int, turn time.Duration, ok bool) {
+func (q *fleetQueue) viewOf(sku string, mode LockMode) (v queueView, ok bool) {
 	if lm, err := modeOf(mode); err != nil || !lm.fleetQueue {
-		return 0, 0, false
+		return queueView{}, false
 	}
 	return q.view(sku)
 }
@@ -106,11 +183,13 @@ func (q *fleetQueue) readings(sku string) *queueReadings {
 }
 
 // estimate is the queue as the readings show it at now (see view). Under q.mu.
-func (r *queueReadings) estimate(now time.Time) (contenders int, turn time.Duration, ok bool) {
+func (r *queueReadings) estimate(now time.Time) (v queueView, ok bool) {
+	v.disturbed, v.r = r.disturbed, r
 	if r.rate <= 0 || now.Sub(r.lastAt) > queueSampleFresh {
-		return 0, 0, false
+		return v, false
 	}
-	return r.last.Contenders, time.Duration(float64(time.Second) / min(r.rate, r.lastRate)), true
+	v.contenders, v.turn = r.last.Contenders, time.Duration(float64(time.Second)/min(r.rate, r.lastRate))
+	return v, true
 }
 
 // read makes one reading of sku's queue and takes it into r.
@@ -123,20 +202,38 @@ func (q *fleetQueue) read(sku string, r *queueReadings) {
 	defer q.mu.Unlock()
 	r.reading = false
 	if err != nil {
-		// A stale reading is not given; a request given up may still be outstanding in
-		// ZooKeeper, so the next one waits for as long as this one was given.
-		r.retryAt = at.Add(queueReadTimeout)
+		r.fail(at)
 		return
 	}
 	r.take(st, at)
 }
 
+// fail takes a reading that failed at at: a disturbance, across which no rate is measured.
+// Under q.mu.
+func (r *queueReadings) fail(at time.Time) {
+	// A stale reading is not given; a request given up may still be outstanding in ZooKeeper,
+	// so the next one waits for as long as this one was given.
+	r.retryAt = at.Add(queueReadTimeout)
+	r.failed, r.disturbed = true, at
+	r.baseAt = time.Time{}
+	clear(r.checks) // the queue's moves are not seen now: its refusals are not judged
+	r.checks = r.checks[:0]
+}
+
 // take takes a reading at at: the queue's size, and, a span after the base, the rate nodes left
 // it at. Under q.mu.
 func (r *queueReadings) take(st dlock.QueueStat, at time.Time) {
+	watched := !r.lastAt.IsZero() && at.Sub(r.lastAt) <= queueRateSpan
 	r.last, r.lastAt = st, at
-	if r.baseAt.IsZero() || st.Contenders == 0 {
-		// An empty queue begins the next span: no rate is measured across it.
+	r.judge(st, at)
+	if r.failed {
+		// The first good reading after a failure: waits that began before it overlapped the
+		// failure's disturbance, however long it lasted.
+		r.failed, r.disturbed = false, at
+	}
+	if r.baseAt.IsZero() || st.Contenders == 0 || !watched {
+		// An empty queue begins the next span: no rate is measured across it, nor across a
+		// failure (baseAt zero) or a gap in the readings.
 		r.base, r.baseAt = st, at
 		return
 	}
@@ -148,7 +245,8 @@ func (r *queueReadings) take(st dlock.QueueStat, at time.Time) {
 	// again (its count started over) gives no measure.
 	moves := int64(st.Moves - r.base.Moves)
 	left := (moves - int64(st.Contenders-r.base.Contenders)) / 2
-	if left > 0 && left <= moves && moves < 1<<31 && r.base.Contenders > 0 {
+	switch {
+	case left > 0 && left <= moves && moves < 1<<31 && r.base.Contenders > 0:
 		rate := float64(left) / span.Seconds()
 		r.lastRate = rate
 		if r.rate == 0 {
@@ -156,6 +254,8 @@ func (r *queueReadings) take(st dlock.QueueStat, at time.Time) {
 		} else {
 			r.rate += queueRateWeight * (rate - r.rate)
 		}
+	case left <= 0 && moves < 1<<31 && r.base.Contenders > 0:
+		r.disturbed = at // a busy queue that nobody left: a stall
 	}
 	r.base, r.baseAt = st, at
 }

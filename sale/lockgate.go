@@ -2,9 +2,12 @@ package sale
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/zkstock/zkstock/inventory"
 )
 
 // lockGate keeps a SKU's lock queue on this replica no longer than its stock. A purchase that
@@ -33,9 +36,9 @@ type lockGate struct {
 // gatedSKU is one SKU's gate: the stock seen, and the purchases queued for its lock here or
 // waiting beside it.
 type gatedSKU struct {
-	stock   int64         // the stock seen, less the units of the turns taken since; negative: not known
+	stock   int64         // the stock seen, less the units of the turns that sold since; negative: not known
 	seenAt  time.Time     // when the stock was seen
-	queued  int64         // units let through to the lock and not yet past it
+	queued  int64         // units let through to the lock whose turn is not over (the holder's too)
 	waiting []*gateWaiter // first come, first served; entries gone are skipped
 	live    int           // waiting entries not gone
 }
@@ -53,10 +56,10 @@ func newLockGate(fresh time.Duration) *lockGate {
 
 // enter lets a purchase of qty units of sku through to its lock queue, at once when the queue
 // here has room for it, or after a wait beside the queue. The wait ends with ctx: the error then
-// wraps context.Cause(ctx), and nothing was queued. passed, called once the lock is held (took)
-// or given up, gives the purchase's place in the queue to those waiting; a turn taken counts its
-// units as sold until a sale or a read says what is left.
-func (g *lockGate) enter(ctx context.Context, sku string, qty int64) (passed func(took bool), err error) {
+// wraps context.Cause(ctx), and nothing was queued. passed, called once the purchase's turn is
+// over, or its lock given up, with why it did not sell (nil: it sold), gives its place in the
+// queue to those waiting (see turnOver for what it does to the stock counted).
+func (g *lockGate) enter(ctx context.Context, sku string, qty int64) (passed func(turn error), err error) {
 	g.mu.Lock()
 	s := g.entry(sku)
 	g.letThrough(s) // the stock seen may have gone stale since the last look
@@ -99,21 +102,35 @@ func (g *lockGate) entry(sku string) *gatedSKU {
 	return s
 }
 
-// passer gives a purchase's units back to the gate, once.
-func (g *lockGate) passer(sku string, s *gatedSKU, qty int64) func(took bool) {
+// passer gives a purchase's units back to the gate, once, when its turn is over.
+func (g *lockGate) passer(sku string, s *gatedSKU, qty int64) func(turn error) {
 	var once sync.Once
-	return func(took bool) {
+	return func(turn error) {
 		once.Do(func() {
 			g.mu.Lock()
 			defer g.mu.Unlock()
 			s.queued -= qty
-			if took && s.stock >= 0 {
-				s.stock = max(0, s.stock-qty)
+			if s.stock >= 0 {
+				s.stock = turnOver(s.stock, qty, turn)
 			}
 			g.letThrough(s)
 			g.forget(sku, s)
 		})
 	}
+}
+
+// turnOver is the stock counted once a turn for qty units ends with turn: less its units when it
+// sold, or may have (its COMMIT unanswered), until the sale or a read says what is left; less
+// than qty when it found the stock short of them; as it was when it sold nothing (a lock not
+// taken, an error, a rollback), so that the count stays true and the queue as long as before.
+func turnOver(stock, qty int64, turn error) int64 {
+	switch {
+	case turn == nil, errors.Is(turn, errOutcomeUnknown):
+		return max(0, stock-qty)
+	case errors.Is(turn, inventory.ErrOutOfStock):
+		return max(0, min(stock, qty-1))
+	}
+	return stock
 }
 
 // noteStock takes sku's stock as a sale or a restock here left it, or a read showed it; a

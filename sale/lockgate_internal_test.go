@@ -3,13 +3,16 @@ package sale
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/zkstock/zkstock/inventory"
 )
 
 // gateAsync runs a purchase's enter in the background and sends what it returned.
 type gateResult struct {
-	passed func(took bool)
+	passed func(turn error)
 	err    error
 }
 
@@ -32,7 +35,7 @@ func stillWaiting(t *testing.T, r <-chan gateResult, what string) {
 	}
 }
 
-func letIn(t *testing.T, r <-chan gateResult, what string) func(bool) {
+func letIn(t *testing.T, r <-chan gateResult, what string) func(error) {
 	t.Helper()
 	select {
 	case got := <-r:
@@ -71,7 +74,7 @@ func TestLockGateKeepsTheQueueWithinTheStock(t *testing.T) {
 	}
 	third := gateAsync(g, ctx, "G", 1)
 	stillWaiting(t, third, "a third purchase for the 2 units that 2 queued purchases cover")
-	p1(true) // its turn: 1 unit counted sold, 1 left for p2
+	p1(nil) // its turn sold: 1 unit counted sold, 1 left for p2
 	stillWaiting(t, third, "a third purchase while the second is queued for the last unit")
 	g.noteStock("G", 2) // the turn's sale left 2 (a restock elsewhere): room for one more
 	p3 := letIn(t, third, "a third purchase once a sale left 2 units")
@@ -103,8 +106,8 @@ func TestLockGateKeepsTheQueueWithinTheStock(t *testing.T) {
 	stillWaiting(t, waiting, "a purchase of 5 behind 3 queued, 3 seen")
 	g.noteStock("G", -1)
 	p5 := letIn(t, waiting, "a purchase after a restock of an amount not known")
-	for _, p := range []func(bool){p2, p3, p4, p5} {
-		p(false)
+	for _, p := range []func(error){p2, p3, p4, p5} {
+		p(errNoTurn)
 	}
 	if q, live := queuedUnits(g, "G"); q != 0 || live != 0 {
 		t.Fatalf("after everyone passed: queued %d, waiting %d", q, live)
@@ -126,7 +129,7 @@ func TestLockGateTrustsOnlyAFreshStock(t *testing.T) {
 	if _, err := g.enter(ctx, "S", 1); err != nil { // not let through before the stock went stale
 		t.Fatal(err)
 	}
-	p1(false)
+	p1(errNoTurn)
 }
 
 // First come, first served: a purchase that fits does not pass one that waits.
@@ -139,7 +142,34 @@ func TestLockGateIsFirstComeFirstServed(t *testing.T) {
 	stillWaiting(t, big, "a purchase of 3 behind 1 queued, 3 seen")
 	small := gateAsync(g, ctx, "F", 1)
 	stillWaiting(t, small, "a purchase of 1 behind a waiting purchase of 3")
-	p1(false)
-	letIn(t, big, "the purchase of 3 once the queue is empty")(false)
-	letIn(t, small, "the purchase of 1 after it")(false)
+	p1(errNoTurn)
+	letIn(t, big, "the purchase of 3 once the queue is empty")(errNoTurn)
+	letIn(t, small, "the purchase of 1 after it")(errNoTurn)
+}
+
+// errNoTurn ends a purchase's pass of the gate without a sale (a lock given up, a rollback).
+var errNoTurn = errors.New("no sale")
+
+// A turn that sells nothing (its transaction rolled back, its lock given up) leaves the stock as
+// it was: the gate lets as many queue as before it, where it counted the units sold and let one
+// purchase at a time through until a sale corrected it. A turn whose COMMIT went unanswered may
+// have sold, and counts so; one that found the stock short of its units leaves fewer than them.
+func TestLockGateCountsAFailedTurnAsNothingSold(t *testing.T) {
+	g := newLockGate(time.Minute)
+	ctx := context.Background()
+	g.noteStock("R", 2)
+	p1, _ := g.enter(ctx, "R", 1)
+	p2, _ := g.enter(ctx, "R", 1)
+	p1(fmt.Errorf("the sale: %w", errNoTurn)) // its turn rolled back: nothing sold
+	third := gateAsync(g, ctx, "R", 1)
+	p3 := letIn(t, third, "a third purchase of the 2 units, 1 queued, after the first's turn sold nothing")
+	p2(fmt.Errorf("commit: %w", errOutcomeUnknown)) // may have sold: 1 left for p3
+	stillWaiting(t, gateAsync(g, ctx, "R", 1), "a purchase behind the last unit's, after a turn that may have sold")
+	p3(inventory.ErrOutOfStock) // found none left under the lock (a sale elsewhere)
+	g.mu.Lock()
+	stock := g.skus["R"].stock
+	g.mu.Unlock()
+	if stock != 0 {
+		t.Fatalf("stock counted %d after a purchase of 1 found it short; want 0", stock)
+	}
 }
