@@ -79,15 +79,17 @@ nemesis: check-go
 ## zkstock_lies tag (zk+soldout-cache: a 409 from a cached sold-out flag, 15 s, stock 20, replicas
 ## killed; zk+unconfirmed-not-sold: "nothing was sold" for an unconfirmed COMMIT, 20 s, COMMIT
 ## replies lost; zk-unfenced+switch-no-drain: switches that skip the barrier, 25 s of switches
-## among the unfenced modes, which mix unsafely). Fixed seeds (one per mode, in order: each fenced mode's draws a follower cut and
+## among the unfenced modes, which mix unsafely; zk+no-key-hold: no key held before a change is
+## admitted, so a retry is told "nothing was sold" while its first attempt commits, 20 s, pauses
+## at a COMMIT). Every run's clients retry under a change's key (lincheck.Config.Retries). Fixed seeds (one per mode, in order: each fenced mode's draws a follower cut and
 ## a pause at a COMMIT, all 14 kinds between them), about 9 minutes in all on 2 shared cores (the
 ## whole CI's budget is 40 minutes; docs/reliability.md has a run's table); a control not caught
 ## runs again on the next seed, and fails it when three schedules in a row miss it; then
 ## test-nemesis-galera (below, about 4 minutes more)
-NEMESIS_CI_MODES ?= zk,zk-batch,redis-fenced,db-cas,db-forupdate,none,zk-unfenced,redis,zk+soldout-cache,zk+unconfirmed-not-sold,zk-unfenced+switch-no-drain
-NEMESIS_CI_SEEDS ?= 383,517,165,286,220,1,2,1,1,1,1
-NEMESIS_CI_DURATION ?= none=15s;zk-unfenced=50s;redis=40s;zk+soldout-cache=15s;zk+unconfirmed-not-sold=20s;*=25s
-NEMESIS_CI_FAULTS ?= zk-unfenced=pause-at-commit;redis=pause-at-commit,redis-restart;zk+soldout-cache=kill;zk+unconfirmed-not-sold=lose-commit-reply;zk-unfenced+switch-no-drain=switch-mode;*=
+NEMESIS_CI_MODES ?= zk,zk-batch,redis-fenced,db-cas,db-forupdate,none,zk-unfenced,redis,zk+soldout-cache,zk+unconfirmed-not-sold,zk-unfenced+switch-no-drain,zk+no-key-hold
+NEMESIS_CI_SEEDS ?= 383,517,165,286,220,1,2,1,1,1,1,1
+NEMESIS_CI_DURATION ?= none=15s;zk-unfenced=50s;redis=40s;zk+soldout-cache=15s;zk+unconfirmed-not-sold=20s;zk+no-key-hold=20s;*=25s
+NEMESIS_CI_FAULTS ?= zk-unfenced=pause-at-commit;redis=pause-at-commit,redis-restart;zk+soldout-cache=kill;zk+unconfirmed-not-sold=lose-commit-reply;zk-unfenced+switch-no-drain=switch-mode;zk+no-key-hold=pause-at-commit;*=
 NEMESIS_CI_STOCK ?= zk+soldout-cache=20;*=200
 test-nemesis: check-go
 	$(SERVERS) run --no-ensemble -- env ZKSTOCK_FAULTS=1 NEMESIS=1 NEMESIS_MODE='$(NEMESIS_CI_MODES)' NEMESIS_SEED='$(NEMESIS_CI_SEEDS)' \

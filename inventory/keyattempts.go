@@ -3,6 +3,7 @@ package inventory
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -52,10 +53,27 @@ func (s *Store) HoldKey(ctx context.Context, key, attempt, replica string, hold 
 	return false, fmt.Errorf("inventory: hold key %q: %w", key, err)
 }
 
-// ReleaseKey deletes attempt's holding of key; a holding taken over since is left alone.
-func (s *Store) ReleaseKey(ctx context.Context, key, attempt string) error {
-	if _, err := s.sqlDB.ExecContext(ctx, "DELETE FROM key_attempts WHERE request_id = ? AND attempt = ?", key, attempt); err != nil {
-		return fmt.Errorf("inventory: release key %q: %w", key, err)
+// HeldKey is one attempt's holding of a key.
+type HeldKey struct{ Key, Attempt string }
+
+// ReleaseKeys deletes the holdings in one statement; a holding taken over since is left alone.
+func (s *Store) ReleaseKeys(ctx context.Context, held []HeldKey) error {
+	if len(held) == 0 {
+		return nil
+	}
+	var q strings.Builder
+	q.WriteString("DELETE FROM key_attempts WHERE (request_id, attempt) IN (")
+	args := make([]any, 0, 2*len(held))
+	for i, h := range held {
+		if i > 0 {
+			q.WriteString(", ")
+		}
+		q.WriteString("(?, ?)")
+		args = append(args, h.Key, h.Attempt)
+	}
+	q.WriteString(")")
+	if _, err := s.sqlDB.ExecContext(ctx, q.String(), args...); err != nil {
+		return fmt.Errorf("inventory: release %d keys: %w", len(held), err)
 	}
 	return nil
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/zkstock/zkstock/inventory"
 )
 
 // A key is held by one attempt at a time; another is refused until the holding is released or
@@ -29,17 +31,20 @@ func TestKeyHoldingIsExclusiveUntilReleasedOrExpired(t *testing.T) {
 	if !hold("b", time.Minute) {
 		t.Fatal("an expired holding was not taken over")
 	}
-	if err := s.ReleaseKey(ctx, "K1", "a"); err != nil {
+	if err := s.ReleaseKeys(ctx, []inventory.HeldKey{{Key: "K1", Attempt: "a"}}); err != nil {
 		t.Fatal(err)
 	}
 	if hold("c", time.Minute) {
 		t.Fatal("the first attempt's late release deleted the holding that took it over")
 	}
-	if err := s.ReleaseKey(ctx, "K1", "b"); err != nil {
+	if err := s.ReleaseKeys(ctx, []inventory.HeldKey{{Key: "K1", Attempt: "b"}, {Key: "k1", Attempt: "none"}}); err != nil {
 		t.Fatal(err)
 	}
 	if !hold("c", time.Minute) {
 		t.Fatal("a released key was not held")
+	}
+	if !hold("c", time.Minute) {
+		t.Fatal("an attempt's own holding, sent again (its first reply lost), was not held")
 	}
 	if held, err := s.HoldKey(ctx, "k1", "e", "r1", time.Minute); err != nil || !held {
 		t.Fatalf("keys differing in case are distinct keys: held %v, %v", held, err)

@@ -25,7 +25,7 @@ func (e *Engine) sellCart(ctx context.Context, t Ticket, cart inventory.Cart, lo
 		}
 		skus[i] = it.SKU
 	}
-	if !cart.NewKey {
+	if !e.noOrderUnder(cart.RequestID, cart.NewKey) {
 		res, found, err := e.store().CartByKey(ctx, cart)
 		switch {
 		case errors.Is(err, inventory.ErrKeyReused):

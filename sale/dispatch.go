@@ -74,8 +74,8 @@ func (e *Engine) runOnce(ctx context.Context, t Ticket, sorted []string, log Log
 		waitCtx, queued := lockCtx, func() {}
 		if ch.sale != nil {
 			key := ch.sale.RequestID
-			if ch.sale.NewKey {
-				key = ""
+			if e.noOrderUnder(key, ch.sale.NewKey) {
+				key = "" // nothing for the sold-out poller to look up
 			}
 			waitCtx, queued = e.soldOut.queue(lockCtx, ch.sale.SKU, ch.sale.Qty, key)
 		}

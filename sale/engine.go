@@ -110,7 +110,11 @@ type Engine struct {
 	// purchases answered without a turn of the lock: refused past the queue budget, and
 	// out_of_stock from a read of the stock
 	refused, soldOutFast atomic.Int64
-	stop                 chan struct{} // closed by Close
+	// checkedKeys are the client keys this replica holds and found free of orders (keyhold.go);
+	// releases ends holdings in the background (keyrelease.go).
+	checkedKeys sync.Map
+	releases    keyReleases
+	stop        chan struct{} // closed by Close
 	closeOnce            sync.Once
 }
 
@@ -142,8 +146,10 @@ func New(cfg Config, src inventory.Source, locks *dlock.Client, log *slog.Logger
 			return locks.QueueStat(ctx, LockPath(sku))
 		}).viewOf
 	}
+	e.releases.wake = make(chan struct{}, 1)
 	if src != nil {
 		go e.sweepKeys()
+		go e.releaseWorker()
 	}
 	e.soldOut.seen = func(sku string, stock int64) {
 		e.admission.noteStock(sku, stock, time.Now())
@@ -156,13 +162,16 @@ func New(cfg Config, src inventory.Source, locks *dlock.Client, log *slog.Logger
 // cluster the next goes to the node that is the writer then.
 func (e *Engine) store() *inventory.Store { return e.src.Store() }
 
-// Close waits for the batches that are selling (mode zk-batch), at most LongestChange, and ends
-// what the engine opened itself: mode zk-herd's session, whose nodes go with it, and the redis
+// Close waits for the batches that are selling (mode zk-batch), at most LongestChange, releases
+// the answered changes' keys, and ends what the engine opened itself: mode zk-herd's session, whose nodes go with it, and the redis
 // modes' client. Call it once the fleet admits no more changes (fleet.Member.Close): a zk-batch or
 // zk-herd change begun after it is refused (KindShuttingDown), a redis mode's fails to lock.
 func (e *Engine) Close() {
 	e.closeOnce.Do(func() { close(e.stop) })
 	e.waitForBatches(e.LongestChange()) // a batch is a change: its lock wait, batchBound, its settle, its release
+	if e.src != nil {
+		e.releasePending() // the answered changes' holdings, once more: left, they would hold their keys until they expire
+	}
 	e.herd.close()
 	e.redis.close()
 }

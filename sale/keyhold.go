@@ -92,7 +92,7 @@ func (e *Engine) HoldCancel(ctx context.Context, id int64, allowed func(inventor
 }
 
 // holdAndReplay holds key and looks up what an earlier attempt under it made.
-func holdAndReplay[R any](e *Engine, ctx context.Context, key string, fresh bool, made func(context.Context) (R, bool, error)) (release func(), res R, replayed bool, _ error) {
+func holdAndReplay[R any](e *Engine, ctx context.Context, key string, fresh bool, made func(context.Context) (R, bool, error)) (_ func(), res R, replayed bool, _ error) {
 	release, err := e.holdKey(ctx, key, fresh)
 	if err != nil {
 		return nil, res, false, err
@@ -114,46 +114,28 @@ func holdAndReplay[R any](e *Engine, ctx context.Context, key string, fresh bool
 	case err != nil:
 		release()
 		return nil, res, false, &Error{Kind: KindKeyUnchecked, Err: fmt.Errorf("sale: look up key %q: %w", key, err)}
+	case found:
+		return release, res, true, nil
 	}
-	return release, res, found, nil
+	e.checkedKeys.Store(key, struct{}{})
+	return func() { e.checkedKeys.Delete(key); release() }, res, false, nil
+}
+
+// noOrderUnder says that no order holds key but one this attempt makes: the key is fresh, or
+// this replica holds it and found it free after holding it (holdAndReplay). The look-ups of the
+// key before the lock are then skipped; the locked deduction's own still runs.
+func (e *Engine) noOrderUnder(key string, fresh bool) bool {
+	if fresh {
+		return true
+	}
+	_, checked := e.checkedKeys.Load(key)
+	return checked
 }
 
 // keyHold is how long a holding lasts unless released: the longest an attempt runs once it holds
 // its key (LongestChange), and the commit bound after it, past which none of its COMMITs can
 // still apply.
 func (e *Engine) keyHold() time.Duration { return e.LongestChange() + e.store().CommitBound() }
-
-// releaseKey ends a holding with a context no request can cancel. One the database did not
-// delete is tried again in the background until it would have expired anyway (hold from now) or
-// the engine closes, so that a retry is not kept waiting after an outage ends.
-func (e *Engine) releaseKey(key, attempt string, hold time.Duration) {
-	if e.tryRelease(key, attempt) {
-		return
-	}
-	go func() {
-		deadline := time.Now().Add(hold)
-		for pause := keyPollMax; time.Now().Before(deadline); pause = min(2*pause, 2*time.Second) {
-			select {
-			case <-e.stop:
-				return
-			case <-time.After(pause):
-			}
-			if e.tryRelease(key, attempt) {
-				return
-			}
-		}
-	}()
-}
-
-func (e *Engine) tryRelease(key, attempt string) bool {
-	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
-	defer cancel()
-	err := e.store().ReleaseKey(ctx, key, attempt)
-	if err != nil {
-		e.log.Debug("sale: a key's holding was not released yet", "request_id", key, "err", err)
-	}
-	return err == nil
-}
 
 // sweepKeys deletes, every keySweepEvery until Close, the holdings that expired keySweepEvery ago
 // (a crashed replica's, that no retry took over).

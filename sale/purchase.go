@@ -51,7 +51,7 @@ func (e *Engine) sell(ctx context.Context, t Ticket, p inventory.Purchase, log L
 // (a key that made another purchase is refused). answered is false when the purchase must go on
 // to its lock.
 func (e *Engine) replayBeforeLock(ctx context.Context, p inventory.Purchase, log Log) (_ inventory.Result, answered bool, _ error) {
-	if p.NewKey {
+	if e.noOrderUnder(p.RequestID, p.NewKey) {
 		return inventory.Result{}, false, nil
 	}
 	res, found, err := e.store().PurchaseByKey(ctx, p)
@@ -120,9 +120,10 @@ func (e *Engine) turnEnded(p inventory.Purchase, res inventory.Result, err error
 // or that lookup having failed), and the key's answer is then that order (a replay), as the
 // locked deduction would answer it. A lookup after the read settles it: an attempt not committed
 // by then can only still sell if the stock grew after the read, and the out_of_stock is true as
-// of the read. found is false, with no error, for a key the service made (nobody can have used it).
+// of the read. found is false, with no error, for a key the service made (nobody can have used it),
+// and for one this replica holds and found free (noOrderUnder).
 func (e *Engine) keyAfterShortRead(ctx context.Context, p inventory.Purchase) (inventory.Result, bool, error) {
-	if p.NewKey {
+	if e.noOrderUnder(p.RequestID, p.NewKey) {
 		return inventory.Result{}, false, nil
 	}
 	res, found, err := e.store().PurchaseByKey(ctx, p)
