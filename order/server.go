@@ -186,7 +186,12 @@ func (s *Server) recoverJSON(c *gin.Context) {
 	c.Next()
 }
 
+// limitBody guards every route that reads a body: it refuses a Content-Encoding (refuseEncoding)
+// and bounds the body to maxBodyBytes.
 func (s *Server) limitBody(c *gin.Context) {
+	if refuseEncoding(c) {
+		return
+	}
 	c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, maxBodyBytes)
 	c.Next()
 }

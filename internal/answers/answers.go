@@ -53,6 +53,7 @@ var Table = []Answer{
 	{http.StatusMethodNotAllowed, "method_not_allowed", NotDone},
 	{http.StatusRequestEntityTooLarge, "body_too_large", NotDone},
 	{http.StatusUnsupportedMediaType, "unsupported_media_type", NotDone},
+	{http.StatusUnsupportedMediaType, "unsupported_encoding", NotDone}, // a body with a Content-Encoding
 	{http.StatusUnprocessableEntity, "idempotency_key_reused", NotDone},
 	// Decided: the stock is short, the mode cannot be switched so.
 	{http.StatusConflict, "out_of_stock", NotDone},
