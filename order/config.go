@@ -85,6 +85,9 @@ type Config struct {
 	// ZKOpenACL (ZK_OPEN_ACL=true) runs without an identity, every node open to every client of
 	// the ensemble: any of them can change the fleet's mode or break a lock.
 	ZKOpenACL bool
+	// ConnsPerClient caps the connections one client (remote IP address) holds at once; past it
+	// a connection is answered 429 too_many_connections and closed (conns.go). 0: 1024.
+	ConnsPerClient int
 }
 
 // LoadConfig reads flags, falling back to the environment, then to the defaults. A bad value is
@@ -130,6 +133,7 @@ func LoadConfig(args []string, getenv func(string) string, out io.Writer) (Confi
 		redisPass   = secret("redis-password", "REDIS_PASSWORD", "", "Redis password (REDIS_PASSWORD)")
 		redisPFile  = fs.String("redis-password-file", env("REDIS_PASSWORD_FILE", ""), "file holding REDIS_PASSWORD (REDIS_PASSWORD_FILE)")
 		streams     = fs.String("event-streams", env("EVENT_STREAMS", "64"), "most live-page streams open at once (EVENT_STREAMS)")
+		clientConns = fs.String("conns-per-client", env("CONNS_PER_CLIENT", "1024"), "most connections one client (remote IP) holds at once; behind a proxy or NAT, every client is its address (CONNS_PER_CLIENT)")
 		redisTTL    = fs.String("redis-lock-ttl", env("REDIS_LOCK_TTL", "10s"), "Redis lock expiry, extended every third of it while held (REDIS_LOCK_TTL)")
 		pprofAddr   = fs.String("pprof-addr", env("PPROF_ADDR", ""), "loopback address for Go's pprof handlers; empty: off (PPROF_ADDR)")
 		fleetName   = fs.String("fleet", env("FLEET", "default"), "the fleet whose lock mode this replica runs, kept in ZooKeeper (FLEET)")
@@ -191,6 +195,11 @@ func LoadConfig(args []string, getenv func(string) string, out io.Writer) (Confi
 		return Config{}, fmt.Errorf("EVENT_STREAMS: %q is not a whole number from 1 to 10000", *streams)
 	} else {
 		cfg.EventStreams = n
+	}
+	if n, err := strconv.Atoi(*clientConns); err != nil || n < 1 || n > 1_000_000 {
+		return Config{}, fmt.Errorf("CONNS_PER_CLIENT: %q is not a whole number from 1 to 1000000", *clientConns)
+	} else {
+		cfg.ConnsPerClient = n
 	}
 	if cfg.LockMode, err = ParseLockMode(*lockMode); err != nil {
 		return Config{}, fmt.Errorf("LOCK_MODE: %w", err)

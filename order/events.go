@@ -171,6 +171,9 @@ type connKey struct{}
 // ConnContext is the http.Server's ConnContext: it lets a live stream size its connection's send
 // buffer (streamSendBuffer).
 func (s *Server) ConnContext(ctx context.Context, c net.Conn) context.Context {
+	if jc, ok := c.(*jsonConn); ok {
+		c = jc.Conn
+	}
 	return context.WithValue(ctx, connKey{}, c)
 }
 

@@ -90,6 +90,9 @@ func New(cfg Config, src inventory.Source, locks *dlock.Client, log *slog.Logger
 	if cfg.EventStreams == 0 {
 		cfg.EventStreams = 64
 	}
+	if cfg.ConnsPerClient == 0 {
+		cfg.ConnsPerClient = 1024
+	}
 	if cfg.Fleet == "" {
 		cfg.Fleet = "default"
 	}

@@ -55,6 +55,11 @@ var Table = []Answer{
 	{http.StatusUnsupportedMediaType, "unsupported_media_type", NotDone},
 	{http.StatusUnsupportedMediaType, "unsupported_encoding", NotDone}, // a body with a Content-Encoding
 	{http.StatusUnprocessableEntity, "idempotency_key_reused", NotDone},
+	// Refused by the server before a handler ran (order/conns.go): too large, too many, not HTTP/1.1.
+	{http.StatusRequestHeaderFieldsTooLarge, "headers_too_large", NotDone},
+	{http.StatusTooManyRequests, "too_many_connections", NotDone},
+	{http.StatusNotImplemented, "unsupported_transfer_encoding", NotDone},
+	{http.StatusHTTPVersionNotSupported, "unsupported_http_version", NotDone},
 	// Decided: the stock is short, the mode cannot be switched so.
 	{http.StatusConflict, "out_of_stock", NotDone},
 	{http.StatusConflict, "mode_unavailable", NotDone},
