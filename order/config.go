@@ -88,6 +88,9 @@ type Config struct {
 	// ConnsPerClient caps the connections one client (remote IP address) holds at once; past it
 	// a connection is answered 429 too_many_connections and closed (conns.go). 0: 1024.
 	ConnsPerClient int
+	// EventStreamsPerClient caps one client's share of EventStreams; past it a stream is answered
+	// 429 too_many_streams. 0: 16 (at most EventStreams).
+	EventStreamsPerClient int
 }
 
 // LoadConfig reads flags, falling back to the environment, then to the defaults. A bad value is
@@ -133,6 +136,7 @@ func LoadConfig(args []string, getenv func(string) string, out io.Writer) (Confi
 		redisPass   = secret("redis-password", "REDIS_PASSWORD", "", "Redis password (REDIS_PASSWORD)")
 		redisPFile  = fs.String("redis-password-file", env("REDIS_PASSWORD_FILE", ""), "file holding REDIS_PASSWORD (REDIS_PASSWORD_FILE)")
 		streams     = fs.String("event-streams", env("EVENT_STREAMS", "64"), "most live-page streams open at once (EVENT_STREAMS)")
+		clientStrms = fs.String("event-streams-per-client", env("EVENT_STREAMS_PER_CLIENT", "16"), "most live-page streams one client (remote IP) holds at once, of EVENT_STREAMS (EVENT_STREAMS_PER_CLIENT)")
 		clientConns = fs.String("conns-per-client", env("CONNS_PER_CLIENT", "1024"), "most connections one client (remote IP) holds at once; behind a proxy or NAT, every client is its address (CONNS_PER_CLIENT)")
 		redisTTL    = fs.String("redis-lock-ttl", env("REDIS_LOCK_TTL", "10s"), "Redis lock expiry, extended every third of it while held (REDIS_LOCK_TTL)")
 		pprofAddr   = fs.String("pprof-addr", env("PPROF_ADDR", ""), "loopback address for Go's pprof handlers; empty: off (PPROF_ADDR)")
@@ -195,6 +199,11 @@ func LoadConfig(args []string, getenv func(string) string, out io.Writer) (Confi
 		return Config{}, fmt.Errorf("EVENT_STREAMS: %q is not a whole number from 1 to 10000", *streams)
 	} else {
 		cfg.EventStreams = n
+	}
+	if n, err := strconv.Atoi(*clientStrms); err != nil || n < 1 || n > cfg.EventStreams {
+		return Config{}, fmt.Errorf("EVENT_STREAMS_PER_CLIENT: %q is not a whole number from 1 to EVENT_STREAMS (%d)", *clientStrms, cfg.EventStreams)
+	} else {
+		cfg.EventStreamsPerClient = n
 	}
 	if n, err := strconv.Atoi(*clientConns); err != nil || n < 1 || n > 1_000_000 {
 		return Config{}, fmt.Errorf("CONNS_PER_CLIENT: %q is not a whole number from 1 to 1000000", *clientConns)

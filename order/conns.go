@@ -109,11 +109,17 @@ func (l *clientListener) refuse(c net.Conn) {
 	}()
 }
 
-func remoteIP(c net.Conn) netip.Addr {
-	if ap, err := netip.ParseAddrPort(c.RemoteAddr().String()); err == nil {
+func remoteIP(c net.Conn) netip.Addr { return addrOf(c.RemoteAddr().String()) }
+
+// clientAddr is the client a request counts against: its connection's remote IP address, never
+// a header a client may set (X-Forwarded-For): behind a proxy or a NAT, every client is its address.
+func clientAddr(r *http.Request) netip.Addr { return addrOf(r.RemoteAddr) }
+
+func addrOf(hostPort string) netip.Addr {
+	if ap, err := netip.ParseAddrPort(hostPort); err == nil {
 		return ap.Addr().Unmap()
 	}
-	return netip.Addr{} // not TCP: one client
+	return netip.Addr{} // not TCP (a test's recorder): one client
 }
 
 // jsonConn is an accepted connection: closing it frees its place in its client's cap, and the

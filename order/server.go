@@ -90,6 +90,10 @@ func New(cfg Config, src inventory.Source, locks *dlock.Client, log *slog.Logger
 	if cfg.EventStreams == 0 {
 		cfg.EventStreams = 64
 	}
+	if cfg.EventStreamsPerClient == 0 {
+		cfg.EventStreamsPerClient = 16
+	}
+	cfg.EventStreamsPerClient = min(cfg.EventStreamsPerClient, cfg.EventStreams)
 	if cfg.ConnsPerClient == 0 {
 		cfg.ConnsPerClient = 1024
 	}

@@ -58,6 +58,7 @@ var Table = []Answer{
 	// Refused by the server before a handler ran (order/conns.go): too large, too many, not HTTP/1.1.
 	{http.StatusRequestHeaderFieldsTooLarge, "headers_too_large", NotDone},
 	{http.StatusTooManyRequests, "too_many_connections", NotDone},
+	{http.StatusTooManyRequests, "too_many_streams", NotDone}, // one client's share of the live streams
 	{http.StatusNotImplemented, "unsupported_transfer_encoding", NotDone},
 	{http.StatusHTTPVersionNotSupported, "unsupported_http_version", NotDone},
 	// Decided: the stock is short, the mode cannot be switched so.

@@ -67,6 +67,8 @@ type Options struct {
 	Wrap func(http.Handler) http.Handler
 	// EventStreams caps the live page's streams per replica (default 64).
 	EventStreams int
+	// EventStreamsPerClient caps one client's (remote IP's) share of them (default 16).
+	EventStreamsPerClient int
 	// FirstNumber numbers the replicas' names from it, order<FirstNumber>, … (default 1): replicas
 	// started by separate calls on one database must not share a name, which is their identity
 	// in the fleet.
@@ -199,7 +201,7 @@ func Start(t testing.TB, n int, o Options) []*Replica {
 		}
 		cfg := order.Config{ReplicaID: name, LockMode: o.Mode, LockTimeout: o.LockTimeout, WorkDelay: o.WorkDelay, AdminToken: token,
 			ZKServers: o.ZKServers, ZKSessionTimeout: 10 * time.Second, ZKAuth: ZKAuth(), Fleet: o.Fleet, RedisAddr: redisAddr, RedisUsername: redisUser, RedisPassword: redisPassword, RedisLockTTL: cmp.Or(o.RedisLockTTL, 3*time.Second), EventStreams: o.EventStreams,
-			QueueBudget: o.QueueBudget}
+			QueueBudget: o.QueueBudget, EventStreamsPerClient: o.EventStreamsPerClient}
 		srv, err := order.New(cfg, src, locks, logger())
 		if err != nil {
 			t.Fatal(err)
