@@ -115,11 +115,18 @@ func remoteIP(c net.Conn) netip.Addr { return addrOf(c.RemoteAddr().String()) }
 // a header a client may set (X-Forwarded-For): behind a proxy or a NAT, every client is its address.
 func clientAddr(r *http.Request) netip.Addr { return addrOf(r.RemoteAddr) }
 
+// addrOf is the client at hostPort: its IPv4 address, or its IPv6 address's /64 (what one host
+// is usually given); the zero Addr when it is not an IP address (a test's recorder).
 func addrOf(hostPort string) netip.Addr {
-	if ap, err := netip.ParseAddrPort(hostPort); err == nil {
-		return ap.Addr().Unmap()
+	ap, err := netip.ParseAddrPort(hostPort)
+	if err != nil {
+		return netip.Addr{}
 	}
-	return netip.Addr{} // not TCP (a test's recorder): one client
+	a := ap.Addr().Unmap()
+	if p, err := a.Prefix(64); a.Is6() && err == nil {
+		return p.Addr()
+	}
+	return a
 }
 
 // jsonConn is an accepted connection: closing it frees its place in its client's cap, and the

@@ -59,6 +59,7 @@ var Table = []Answer{
 	{http.StatusRequestHeaderFieldsTooLarge, "headers_too_large", NotDone},
 	{http.StatusTooManyRequests, "too_many_connections", NotDone},
 	{http.StatusTooManyRequests, "too_many_streams", NotDone}, // one client's share of the live streams
+	{http.StatusTooManyRequests, "rate_limited", NotDone},     // look-ups by key, cancellations
 	{http.StatusNotImplemented, "unsupported_transfer_encoding", NotDone},
 	{http.StatusHTTPVersionNotSupported, "unsupported_http_version", NotDone},
 	// Decided: the stock is short, the mode cannot be switched so.
