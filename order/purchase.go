@@ -52,6 +52,10 @@ func (s *Server) purchase(c *gin.Context) {
 	defer done()
 	mode := ticket.Mode()
 	log := sale.NewLog(s.log, slog.String("sku", p.SKU), slog.String("mode", string(mode)), slog.String("request_id", p.RequestID))
+	if e := s.vetLocks(ctx, mode, p.SKU); e != nil { // a lock path another identity made: refused, not waited on
+		s.refusePurchase(c, e, p.RequestID, log, e)
+		return
+	}
 	res, err := s.sales.Sell(ctx, ticket, p, log)
 	if err != nil {
 		s.refusePurchase(c, saleAnswer(err, aPurchase), p.RequestID, log, err)

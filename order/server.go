@@ -59,6 +59,7 @@ type Server struct {
 	feeds   *feeds       // the live page's streams and what they show (feeds.go)
 	// lookups and cancels throttle the requests that test a key, per client (ratelimit.go).
 	lookups, cancels *clientLimiter
+	lockPaths        lockPaths // the SKUs' lock paths found zkstock's (lockpaths.go)
 }
 
 // Close leaves the fleet once the changes in flight have ended (new ones are refused with
@@ -113,8 +114,9 @@ func New(cfg Config, src inventory.Source, locks *dlock.Client, log *slog.Logger
 		return nil, fmt.Errorf("order: the fleet %q and the replica id %q must match %s", cfg.Fleet, cfg.ReplicaID, skuPattern)
 	}
 	s := &Server{cfg: cfg, src: src, locks: locks, log: log.With("replica", cfg.ReplicaID), feeds: newFeeds(),
-		lookups: newClientLimiter("look-ups by key", cfg.KeyLookupRate, cfg.KeyLookupBurst),
-		cancels: newClientLimiter("cancellations", cfg.CancelRate, cfg.CancelBurst)}
+		lookups:   newClientLimiter("look-ups by key", cfg.KeyLookupRate, cfg.KeyLookupBurst),
+		cancels:   newClientLimiter("cancellations", cfg.CancelRate, cfg.CancelBurst),
+		lockPaths: lockPaths{ours: map[string]bool{}, logged: map[string]time.Time{}}}
 	m, err := newMetrics(func() dlock.Stats { return s.sales.ZKStats() })
 	if err != nil {
 		return nil, err

@@ -70,6 +70,7 @@ var Table = []Answer{
 	// its COMMIT's failure is known.
 	{http.StatusServiceUnavailable, "storage_unavailable", NotDone},
 	{http.StatusServiceUnavailable, "lock_unavailable", NotDone},
+	{http.StatusServiceUnavailable, "lock_path_foreign", NotDone}, // a lock path another ZooKeeper identity made
 	{http.StatusServiceUnavailable, "lock_lost", NotDone},
 	{http.StatusServiceUnavailable, "stale_token", NotDone},
 	{http.StatusServiceUnavailable, "sku_busy", NotDone},
