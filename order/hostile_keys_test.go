@@ -1,38 +1,11 @@
 package order_test
 
 import (
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
-	"strings"
 	"testing"
 )
-
-// callAs is call as client c (clientFrom): one request, its status, code and Retry-After.
-func callAs(t *testing.T, c *http.Client, method, url, body string, headers ...string) (status int, code, retryAfter string) {
-	t.Helper()
-	req, err := http.NewRequest(method, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	for i := 0; i+1 < len(headers); i += 2 {
-		req.Header.Set(headers[i], headers[i+1])
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, url, err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	var answer struct{ Code string }
-	_ = json.Unmarshal(raw, &answer)
-	return resp.StatusCode, answer.Code, resp.Header.Get("Retry-After")
-}
 
 // Issue 50, finding 4: look-ups by key ran at 2,520/s and a key of a 4,096-key space was found in
 // 0.85 s, then its order cancelled. Now each client's look-ups by key and cancellations are
@@ -50,9 +23,9 @@ func TestKeyGuessingIsThrottled(t *testing.T) {
 	guesser := clientFrom("127.0.0.20")
 	answers := map[string]int{}
 	for n := range 200 {
-		status, code, retry := callAs(t, guesser, "GET", fmt.Sprintf("%s/v1/orders?request_id=guessable-%04d", r.URL, 4095-n), "")
-		answers[fmt.Sprintf("%d %s", status, code)]++
-		if status == http.StatusTooManyRequests {
+		rep := callAs(t, guesser, "GET", fmt.Sprintf("%s/v1/orders?request_id=guessable-%04d", r.URL, 4095-n), "")
+		answers[rep.codeLine()]++
+		if retry := rep.header.Get("Retry-After"); rep.status == http.StatusTooManyRequests {
 			if s, err := strconv.Atoi(retry); err != nil || s < 1 {
 				t.Fatalf("429 with Retry-After %q, want whole seconds", retry)
 			}
@@ -63,15 +36,14 @@ func TestKeyGuessingIsThrottled(t *testing.T) {
 		t.Errorf("200 guessed look-ups from one client were answered %v, want at most about 20 looked up and the rest 429 rate_limited", answers)
 	}
 	// Another client, and the buyer, are served meanwhile.
-	if status, code, _ := callAs(t, clientFrom("127.0.0.21"), "GET", r.URL+"/v1/orders?request_id=guessable-0042", ""); status != 200 {
-		t.Errorf("another client's look-up: %d %s", status, code)
+	if rep := callAs(t, clientFrom("127.0.0.21"), "GET", r.URL+"/v1/orders?request_id=guessable-0042", ""); rep.status != 200 {
+		t.Errorf("another client's look-up: %s", rep.raw)
 	}
 	// Cancellations with guessed keys: 5 at once, then 429, and nothing cancelled.
 	cancel := r.URL + "/v1/orders/" + strconv.FormatInt(sold.orderID(), 10) + "/cancel"
 	cancels := map[string]int{}
 	for n := range 30 {
-		status, code, _ := callAs(t, guesser, "POST", cancel, fmt.Sprintf(`{"request_id":"guessable-%04d"}`, n))
-		cancels[fmt.Sprintf("%d %s", status, code)]++
+		cancels[callAs(t, guesser, "POST", cancel, fmt.Sprintf(`{"request_id":"guessable-%04d"}`, n)).codeLine()]++
 	}
 	t.Logf("30 guessed cancellations: %v", cancels)
 	if cancels["429 rate_limited"] < 20 || cancels["403 wrong_key"] > 10 {
@@ -81,7 +53,7 @@ func TestKeyGuessingIsThrottled(t *testing.T) {
 		t.Fatalf("a guessed cancellation cancelled the order: %+v", a)
 	}
 	// The admin's cancellation is not counted against its address.
-	if status, code, _ := callAs(t, guesser, "POST", cancel, `{}`, "Authorization", "Bearer "+adminToken); status != 200 {
-		t.Errorf("the admin's cancellation from a throttled address: %d %s", status, code)
+	if rep := callAs(t, guesser, "POST", cancel, `{}`, "Authorization", "Bearer "+adminToken); rep.status != 200 {
+		t.Errorf("the admin's cancellation from a throttled address: %s", rep.raw)
 	}
 }
