@@ -73,6 +73,10 @@ func (s *Server) purchaseCart(c *gin.Context, cart inventory.Cart) {
 		defer done()
 		mode = ticket.Mode()
 		log = sale.NewLog(s.log, slog.Int("cart", len(cart.Items)), slog.String("mode", string(mode)), slog.String("request_id", cart.RequestID))
+		if e := s.vetLocks(ctx, mode, cartSKUs(cart)...); e != nil {
+			s.refusePurchase(c, e, cart.RequestID, log, e)
+			return
+		}
 		if res, err = s.sales.SellCart(ctx, ticket, cart, log); err != nil {
 			s.refusePurchase(c, saleAnswer(err, aCart), cart.RequestID, log, err)
 			return

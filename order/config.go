@@ -85,6 +85,19 @@ type Config struct {
 	// ZKOpenACL (ZK_OPEN_ACL=true) runs without an identity, every node open to every client of
 	// the ensemble: any of them can change the fleet's mode or break a lock.
 	ZKOpenACL bool
+	// ConnsPerClient caps the connections one client (remote IP address) holds at once; past it
+	// a connection is answered 429 too_many_connections and closed (conns.go). 0: 1024.
+	ConnsPerClient int
+	// EventStreamsPerClient caps one client's share of EventStreams; past it a stream is answered
+	// 429 too_many_streams. 0: 16 (at most EventStreams).
+	EventStreamsPerClient int
+	// KeyLookupRate and KeyLookupBurst are one client's token bucket for look-ups by key (GET
+	// /v1/orders?request_id=), a second and at once; CancelRate and CancelBurst, for
+	// cancellations; past them 429 rate_limited (ratelimit.go). 0: 100 a second, bursts of 1000.
+	KeyLookupRate  float64
+	KeyLookupBurst int
+	CancelRate     float64
+	CancelBurst    int
 }
 
 // LoadConfig reads flags, falling back to the environment, then to the defaults. A bad value is
@@ -130,6 +143,12 @@ func LoadConfig(args []string, getenv func(string) string, out io.Writer) (Confi
 		redisPass   = secret("redis-password", "REDIS_PASSWORD", "", "Redis password (REDIS_PASSWORD)")
 		redisPFile  = fs.String("redis-password-file", env("REDIS_PASSWORD_FILE", ""), "file holding REDIS_PASSWORD (REDIS_PASSWORD_FILE)")
 		streams     = fs.String("event-streams", env("EVENT_STREAMS", "64"), "most live-page streams open at once (EVENT_STREAMS)")
+		clientStrms = fs.String("event-streams-per-client", env("EVENT_STREAMS_PER_CLIENT", "16"), "most live-page streams one client (remote IP) holds at once, of EVENT_STREAMS (EVENT_STREAMS_PER_CLIENT)")
+		lookupRate  = fs.String("key-lookup-rate", env("KEY_LOOKUP_RATE", "100"), "look-ups by key (GET /v1/orders?request_id=) one client may make a second, past its burst (KEY_LOOKUP_RATE)")
+		lookupBurst = fs.String("key-lookup-burst", env("KEY_LOOKUP_BURST", "1000"), "look-ups by key one client may make at once (KEY_LOOKUP_BURST)")
+		cancelRate  = fs.String("cancel-rate", env("CANCEL_RATE", "100"), "cancellations one client may send a second, past its burst (CANCEL_RATE)")
+		cancelBurst = fs.String("cancel-burst", env("CANCEL_BURST", "1000"), "cancellations one client may send at once (CANCEL_BURST)")
+		clientConns = fs.String("conns-per-client", env("CONNS_PER_CLIENT", "1024"), "most connections one client (remote IP) holds at once; behind a proxy or NAT, every client is its address (CONNS_PER_CLIENT)")
 		redisTTL    = fs.String("redis-lock-ttl", env("REDIS_LOCK_TTL", "10s"), "Redis lock expiry, extended every third of it while held (REDIS_LOCK_TTL)")
 		pprofAddr   = fs.String("pprof-addr", env("PPROF_ADDR", ""), "loopback address for Go's pprof handlers; empty: off (PPROF_ADDR)")
 		fleetName   = fs.String("fleet", env("FLEET", "default"), "the fleet whose lock mode this replica runs, kept in ZooKeeper (FLEET)")
@@ -191,6 +210,34 @@ func LoadConfig(args []string, getenv func(string) string, out io.Writer) (Confi
 		return Config{}, fmt.Errorf("EVENT_STREAMS: %q is not a whole number from 1 to 10000", *streams)
 	} else {
 		cfg.EventStreams = n
+	}
+	if n, err := strconv.Atoi(*clientStrms); err != nil || n < 1 || n > cfg.EventStreams && isSet(fs, getenv, "event-streams-per-client", "EVENT_STREAMS_PER_CLIENT") {
+		return Config{}, fmt.Errorf("EVENT_STREAMS_PER_CLIENT: %q is not a whole number from 1 to EVENT_STREAMS (%d)", *clientStrms, cfg.EventStreams)
+	} else {
+		cfg.EventStreamsPerClient = min(n, cfg.EventStreams) // the default, 16, of fewer streams: all of them
+	}
+	for _, l := range []struct {
+		name, rate, burst string
+		dstRate           *float64
+		dstBurst          *int
+	}{
+		{"KEY_LOOKUP", *lookupRate, *lookupBurst, &cfg.KeyLookupRate, &cfg.KeyLookupBurst},
+		{"CANCEL", *cancelRate, *cancelBurst, &cfg.CancelRate, &cfg.CancelBurst},
+	} {
+		r, err := strconv.ParseFloat(l.rate, 64)
+		if err != nil || !(r >= 0.001 && r <= 1e6) {
+			return Config{}, fmt.Errorf("%s_RATE: %q is not a number from 0.001 to 1000000 (a second)", l.name, l.rate)
+		}
+		b, err := strconv.Atoi(l.burst)
+		if err != nil || b < 1 || b > 1_000_000 {
+			return Config{}, fmt.Errorf("%s_BURST: %q is not a whole number from 1 to 1000000", l.name, l.burst)
+		}
+		*l.dstRate, *l.dstBurst = r, b
+	}
+	if n, err := strconv.Atoi(*clientConns); err != nil || n < 1 || n > 1_000_000 {
+		return Config{}, fmt.Errorf("CONNS_PER_CLIENT: %q is not a whole number from 1 to 1000000", *clientConns)
+	} else {
+		cfg.ConnsPerClient = n
 	}
 	if cfg.LockMode, err = ParseLockMode(*lockMode); err != nil {
 		return Config{}, fmt.Errorf("LOCK_MODE: %w", err)

@@ -37,6 +37,13 @@ func TestLoadConfigDefaults(t *testing.T) {
 		cfg.MySQLDSN != "zkstock@tcp(127.0.0.1:3306)/zkstock?parseTime=true" || cfg.MySQLMigrateDSN != "" || cfg.LogLevel != slog.LevelInfo {
 		t.Fatalf("defaults %+v", cfg)
 	}
+	if few, err := order.LoadConfig(nil, env(map[string]string{"REPLICA_ID": "order1", "EVENT_STREAMS": "8"}), io.Discard); err != nil || few.EventStreamsPerClient != 8 {
+		t.Fatalf("EVENT_STREAMS 8: streams per client %d, %v; want all 8", few.EventStreamsPerClient, err)
+	}
+	if cfg.ConnsPerClient != 1024 || cfg.EventStreamsPerClient != 16 || cfg.KeyLookupRate != 100 || cfg.KeyLookupBurst != 1000 ||
+		cfg.CancelRate != 100 || cfg.CancelBurst != 1000 {
+		t.Fatalf("the per-client bounds' defaults %+v", cfg)
+	}
 }
 
 func TestLoadConfigFlagsOverrideEnvironment(t *testing.T) {
@@ -53,14 +60,20 @@ func TestLoadConfigFlagsOverrideEnvironment(t *testing.T) {
 
 func TestLoadConfigRejectsBadValues(t *testing.T) {
 	for name, vars := range map[string]map[string]string{
-		"LOCK_MODE":          {"LOCK_MODE": "memcached"},
-		"REDIS_LOCK_TTL":     {"REDIS_LOCK_TTL": "5ms"},
-		"LOCK_TIMEOUT":       {"LOCK_TIMEOUT": "soon"},
-		"WORK_DELAY":         {"WORK_DELAY": "-1s"},
-		"ZK_SESSION_TIMEOUT": {"ZK_SESSION_TIMEOUT": "10ms"},
-		"ZK_SERVERS":         {"ZK_SERVERS": " , "},
-		"REPLICA_ID":         {"REPLICA_ID": "a/b"},
-		"LOG_LEVEL":          {"LOG_LEVEL": "loud"},
+		"LOCK_MODE":                {"LOCK_MODE": "memcached"},
+		"REDIS_LOCK_TTL":           {"REDIS_LOCK_TTL": "5ms"},
+		"LOCK_TIMEOUT":             {"LOCK_TIMEOUT": "soon"},
+		"WORK_DELAY":               {"WORK_DELAY": "-1s"},
+		"ZK_SESSION_TIMEOUT":       {"ZK_SESSION_TIMEOUT": "10ms"},
+		"ZK_SERVERS":               {"ZK_SERVERS": " , "},
+		"REPLICA_ID":               {"REPLICA_ID": "a/b"},
+		"LOG_LEVEL":                {"LOG_LEVEL": "loud"},
+		"CONNS_PER_CLIENT":         {"CONNS_PER_CLIENT": "0"},
+		"EVENT_STREAMS_PER_CLIENT": {"EVENT_STREAMS": "8", "EVENT_STREAMS_PER_CLIENT": "9"},
+		"KEY_LOOKUP_RATE":          {"KEY_LOOKUP_RATE": "0"},
+		"KEY_LOOKUP_BURST":         {"KEY_LOOKUP_BURST": "many"},
+		"CANCEL_RATE":              {"CANCEL_RATE": "NaN"},
+		"CANCEL_BURST":             {"CANCEL_BURST": "0"},
 	} {
 		if vars["REPLICA_ID"] == "" {
 			vars["REPLICA_ID"] = "order1"

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -33,11 +34,15 @@ const (
 	streamSendBuffer   = 16 << 10
 )
 
-var errTooManyStreams = errors.New("too many live streams")
+var (
+	errTooManyStreams       = errors.New("too many live streams")
+	errTooManyClientStreams = errors.New("too many live streams of one client")
+)
 
-// subscribe opens a stream on sku, if fewer than EventStreams are open and the server is not
-// shutting down; the first stream of a SKU starts its producer, the last one to leave stops it.
-func (s *Server) subscribe(sku string, rc *http.ResponseController) (*skuFeed, *subscriber, func(), error) {
+// subscribe opens a stream on sku for client, if fewer than EventStreams are open, fewer than
+// EventStreamsPerClient of them the client's, and the server is not shutting down; the first
+// stream of a SKU starts its producer, the last one to leave stops it.
+func (s *Server) subscribe(sku string, client netip.Addr, rc *http.ResponseController) (*skuFeed, *subscriber, func(), error) {
 	f := s.feeds
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -49,7 +54,11 @@ func (s *Server) subscribe(sku string, rc *http.ResponseController) (*skuFeed, *
 	if f.open >= s.cfg.EventStreams {
 		return nil, nil, nil, errTooManyStreams
 	}
+	if f.clients[client] >= s.cfg.EventStreamsPerClient {
+		return nil, nil, nil, errTooManyClientStreams
+	}
 	f.open++
+	f.clients[client]++
 	feed := f.skus[sku]
 	if feed == nil {
 		ctx, stop := context.WithCancel(context.Background())
@@ -67,6 +76,9 @@ func (s *Server) subscribe(sku string, rc *http.ResponseController) (*skuFeed, *
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		f.open--
+		if f.clients[client]--; f.clients[client] <= 0 {
+			delete(f.clients, client)
+		}
 		delete(feed.subs, sub)
 		if len(feed.subs) == 0 {
 			feed.stop()
@@ -171,6 +183,9 @@ type connKey struct{}
 // ConnContext is the http.Server's ConnContext: it lets a live stream size its connection's send
 // buffer (streamSendBuffer).
 func (s *Server) ConnContext(ctx context.Context, c net.Conn) context.Context {
+	if jc, ok := c.(*jsonConn); ok {
+		c = jc.Conn
+	}
 	return context.WithValue(ctx, connKey{}, c)
 }
 
@@ -214,10 +229,14 @@ func (s *Server) events(c *gin.Context) {
 		return
 	}
 	rc := http.NewResponseController(c.Writer)
-	feed, sub, unsubscribe, err := s.subscribe(sku, rc)
+	feed, sub, unsubscribe, err := s.subscribe(sku, clientAddr(c.Request), rc)
 	switch {
 	case errors.Is(err, errStreamsEnded):
 		abortWith(c, newError(http.StatusServiceUnavailable, "shutting_down", "the replica is shutting down"))
+		return
+	case errors.Is(err, errTooManyClientStreams):
+		abortWith(c, newError(http.StatusTooManyRequests, "too_many_streams",
+			fmt.Sprintf("this client already has %d live streams open on this replica, the most one client may: close one first", s.cfg.EventStreamsPerClient)))
 		return
 	case err != nil:
 		abortWith(c, newError(http.StatusServiceUnavailable, "too_many_streams",

@@ -54,7 +54,8 @@ func zkReads(st dlock.Stats) int64 { return st.ChildrenCalls + st.GetCalls + st.
 // Every stream of a SKU on a replica shares one snapshot producer: 64 streams cost ZooKeeper no
 // more reads a second than one does, under a load that moves the lock queue all the time.
 func TestStreamsShareOneSnapshotProducer(t *testing.T) {
-	rs := ordertest.Start(t, 2, ordertest.Options{WorkDelay: 2 * time.Millisecond})
+	// The 64 streams come from one address: it plays 64 viewers.
+	rs := ordertest.Start(t, 2, ordertest.Options{WorkDelay: 2 * time.Millisecond, EventStreamsPerClient: 64})
 	const sku = "EV-SHARE"
 	resetStock(t, rs[0], sku, 1_000_000)
 	stopLoad := make(chan struct{})

@@ -27,6 +27,12 @@ import (
 // and shutdown), until stop; stop returns how long the shutdown took and Run's error.
 func runReplica(t *testing.T, streams int) (url, dsn string, stop func() (time.Duration, error)) {
 	t.Helper()
+	return runReplicaWith(t, func(cfg *order.Config) { cfg.EventStreams = streams })
+}
+
+// runReplicaWith is runReplica with its configuration changed by set first.
+func runReplicaWith(t *testing.T, set func(*order.Config)) (url, dsn string, stop func() (time.Duration, error)) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -37,7 +43,8 @@ func runReplica(t *testing.T, streams int) (url, dsn string, stop func() (time.D
 	testenv.DeleteZKTreeAtCleanup(t, testenv.ZKServers(t), order.FleetRoot+"/"+fleetOfDSN(t, dsn))
 	cfg := order.Config{HTTPAddr: addr, ReplicaID: "run1", Fleet: fleetOfDSN(t, dsn), ZKServers: testenv.ZKServers(t), ZKSessionTimeout: 10 * time.Second,
 		ZKAuth: ordertest.ZKAuth(), MySQLDSN: dsn, LockMode: order.ModeZK, LockTimeout: 5 * time.Second, AdminToken: adminToken,
-		RedisAddr: os.Getenv("REDIS_ADDR"), RedisLockTTL: 3 * time.Second, EventStreams: streams}
+		RedisAddr: os.Getenv("REDIS_ADDR"), RedisLockTTL: 3 * time.Second}
+	set(&cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- order.Run(ctx, cfg, slog.New(slog.DiscardHandler)) }()

@@ -3,6 +3,7 @@ package order
 import (
 	"context"
 	"net/http"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,7 +23,8 @@ type feeds struct {
 	mu      sync.Mutex
 	skus    map[string]*skuFeed
 	open    int
-	ended   chan struct{} // closed when the server stops: every stream ends
+	clients map[netip.Addr]int // streams open per client (remote IP)
+	ended   chan struct{}      // closed when the server stops: every stream ends
 	endOnce sync.Once
 	views   lockViews // GET /v1/products/:sku/lock, shared and cached
 	members membersView
@@ -71,7 +73,7 @@ func (sub *subscriber) end() {
 }
 
 func newFeeds() *feeds {
-	return &feeds{skus: map[string]*skuFeed{}, ended: make(chan struct{}), views: newLockViews()}
+	return &feeds{skus: map[string]*skuFeed{}, clients: map[netip.Addr]int{}, ended: make(chan struct{}), views: newLockViews()}
 }
 
 // notify tells the SKU's producer that something changed; a producer that has not yet made its

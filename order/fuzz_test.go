@@ -2,7 +2,9 @@ package order_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -20,8 +22,9 @@ import (
 
 // The fuzz targets of the request parsers: every route's body, path parameters, query strings
 // and headers (Content-Type, Authorization, Idempotency-Key). The property, for any input: no
-// panic, no 5xx, and an answer of 4xx changes nothing (the product's audit and the fleet's mode
-// are as before). Each target's corpus (testdata/fuzz/<target>) holds a seed per answer code the
+// panic, no 5xx, an answer of 4xx changes nothing (the product's audit and the fleet's mode
+// are as before), and a body with more than one reading (ambiguousNames) is not acted on (a POST
+// or PUT with one is answered 4xx). Each target's corpus (testdata/fuzz/<target>) holds a seed per answer code the
 // target can give, which TestFuzzCorporaAnswerEveryCode checks; `make test` fuzzes each for a few
 // seconds, and `make test-faults` longer.
 //
@@ -89,6 +92,9 @@ func (a *apiFuzz) serve(t *testing.T, method, target, contentType, auth, key str
 	a.h.ServeHTTP(w, req)
 	if w.Code >= 500 {
 		t.Fatalf("%s %s %q → %d %s", method, target, body, w.Code, w.Body.String())
+	}
+	if w.Code < 400 && (method == "POST" || method == "PUT") && ambiguousNames(body) { // (GETs read no body)
+		t.Fatalf("%s %s %q, whose names have more than one reading, answered %d %s", method, target, body, w.Code, w.Body.String())
 	}
 	after := a.state(t)
 	if w.Code >= 400 && after != before {
@@ -163,6 +169,12 @@ var apiSeeds = []apiSeed{
 	{"GET", "/v1/products?skus=FUZZ-1,../x", "", "", "", ``},
 	{"GET", "/v1/products/FUZZ-1/orders?after=-1&limit=x", "", "", "", ``},
 	{"GET", "/assets/..", "", "", "", ``},
+	// Names with more than one reading: twice, in another case, by Unicode folding.
+	{"POST", "/v1/orders", "application/json", "", "", `{"sku":"FUZZ-0","sku":"FUZZ-1","qty":1}`},
+	{"POST", "/v1/orders", "application/json", "", "", `{"SKU":"FUZZ-1","QTY":1}`},
+	{"POST", "/v1/orders", "application/json", "", "", `{"ſku":"FUZZ-1","qty":1}`},
+	{"POST", "/v1/orders", "application/json", "", "", `{"Items":[{"sku":"FUZZ-0","qty":1}],"items":[{"sku":"FUZZ-1","qty":1}]}`},
+	{"POST", "/v1/orders/1/cancel", "application/json", "", "", `{"request_id":"k-2","Request_Id":"k-1"}`},
 }
 
 type adminSeed struct{ method, target, contentType, body string }
@@ -182,6 +194,60 @@ var adminSeeds = []adminSeed{
 	{"POST", "/admin/fences/redis/lower", "application/json", `{"sku":"FUZZ-A"}`},
 	{"DELETE", "/admin/lock-mode", "", ``},
 	{"PUT", "/admin/nothing", "application/json", `{}`},
+	{"PUT", "/admin/products/FUZZ-1", "application/json", `{"stock":5,"stock":0}`},
+	{"PUT", "/admin/products/FUZZ-1", "application/json", `{"STOCK":0}`},
+	{"PUT", "/admin/lock-mode", "application/json", `{"mode":"zk","MoDe":"none"}`},
+	{"POST", "/admin/fences/zookeeper/lower", "application/json", `{"token":0,"to\u212aen":5}`},
+}
+
+// fieldNames are the names the routes' bodies read, as the API spells them.
+var fieldNames = []string{"sku", "qty", "items", "request_id", "stock", "mode", "version", "token"}
+
+// ambiguousNames says whether a JSON body has a name that another reader could take another way:
+// two names of one object equal when case and Unicode folding are ignored (strings.EqualFold:
+// "sku" and "ſku", "items" and "Items", and exact duplicates), or a name that is one of
+// fieldNames only so. What follows invalid JSON is not looked at.
+func ambiguousNames(body []byte) bool {
+	type frame struct {
+		object, wantName bool
+		names            []string
+	}
+	var stack []*frame
+	value := func() { // a value ended: its object's next token is a name
+		if n := len(stack); n > 0 && stack[n-1].object {
+			stack[n-1].wantName = true
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return false
+		}
+		switch t := tok.(type) {
+		case json.Delim:
+			switch t {
+			case '{', '[':
+				stack = append(stack, &frame{object: t == '{', wantName: t == '{'})
+			default:
+				stack = stack[:len(stack)-1]
+				value()
+			}
+			continue
+		case string:
+			if n := len(stack); n > 0 && stack[n-1].object && stack[n-1].wantName {
+				f := stack[n-1]
+				for _, seen := range append(f.names, fieldNames...) {
+					if strings.EqualFold(seen, t) && (seen != t || slices.Contains(f.names, t)) {
+						return true
+					}
+				}
+				f.names, f.wantName = append(f.names, t), false
+				continue
+			}
+		}
+		value()
+	}
 }
 
 func setHeader(r *http.Request, k, v string) {

@@ -47,6 +47,12 @@ var client = &http.Client{Timeout: time.Minute, Transport: &http.Transport{MaxId
 
 func call(t testing.TB, method, url, body string, headers ...string) reply {
 	t.Helper()
+	return callAs(t, client, method, url, body, headers...)
+}
+
+// callAs is call as the HTTP client c (clientFrom: a client of its own address).
+func callAs(t testing.TB, c *http.Client, method, url, body string, headers ...string) reply {
+	t.Helper()
 	req, err := http.NewRequest(method, url, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
@@ -61,7 +67,7 @@ func call(t testing.TB, method, url, body string, headers ...string) reply {
 			req.Header.Set(headers[i], headers[i+1])
 		}
 	}
-	resp, err := client.Do(req)
+	resp, err := c.Do(req)
 	if err != nil {
 		t.Errorf("%s %s: %v", method, url, err)
 		return reply{}

@@ -217,6 +217,10 @@ func (s *Server) lockQueue(c *gin.Context) {
 	}
 	ctx, cancel := context.WithTimeout(c.Request.Context(), lockViewTimeout)
 	defer cancel()
+	if e := s.vetLocks(ctx, ModeZK, sku); e != nil { // whatever the mode: its nodes hold no lock of zkstock's
+		abortWith(c, e)
+		return
+	}
 	v, err := s.lockView(ctx, sku)
 	if err == nil {
 		err = v.err

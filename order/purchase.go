@@ -3,10 +3,7 @@ package order
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"mime"
 	"net/http"
@@ -64,6 +61,10 @@ func (s *Server) purchase(c *gin.Context) {
 		defer done()
 		mode = ticket.Mode()
 		log = sale.NewLog(s.log, slog.String("sku", p.SKU), slog.String("mode", string(mode)), slog.String("request_id", p.RequestID))
+		if e := s.vetLocks(ctx, mode, p.SKU); e != nil { // a lock path another identity made: refused, not waited on
+			s.refusePurchase(c, e, p.RequestID, log, e)
+			return
+		}
 		if res, err = s.sales.Sell(ctx, ticket, p, log); err != nil {
 			s.refusePurchase(c, saleAnswer(err, aPurchase), p.RequestID, log, err)
 			return
@@ -149,44 +150,6 @@ func requireJSON(c *gin.Context) *apiError {
 		return newError(http.StatusUnsupportedMediaType, "unsupported_media_type", "Content-Type must be application/json")
 	}
 	return nil
-}
-
-// decodeJSON reads exactly one JSON object with no unknown fields.
-func decodeJSON(c *gin.Context, dst any) *apiError {
-	dec := json.NewDecoder(c.Request.Body)
-	dec.DisallowUnknownFields()
-	err := dec.Decode(dst)
-	if err == nil {
-		if _, extra := dec.Token(); extra != io.EOF {
-			return badRequest("body must hold a single JSON object")
-		}
-		return nil
-	}
-	var tooBig *http.MaxBytesError
-	var typeErr *json.UnmarshalTypeError
-	var syntaxErr *json.SyntaxError
-	switch {
-	case errors.As(err, &tooBig):
-		return newError(http.StatusRequestEntityTooLarge, "body_too_large", fmt.Sprintf("body larger than %d bytes", maxBodyBytes))
-	case errors.Is(err, io.EOF):
-		return badRequest("body is empty; send a JSON object")
-	case errors.As(err, &typeErr):
-		return badRequest(fmt.Sprintf("field %q must be %s", typeErr.Field, jsonKind(typeErr.Type.String())))
-	case errors.As(err, &syntaxErr), errors.Is(err, io.ErrUnexpectedEOF):
-		return badRequest("body is not valid JSON")
-	default:
-		return badRequest("bad request body: " + err.Error())
-	}
-}
-
-func jsonKind(goType string) string {
-	switch goType {
-	case "int64", "int":
-		return "a whole number"
-	case "string":
-		return "a string"
-	}
-	return "of type " + goType
 }
 
 func printableASCII(s string) bool {

@@ -221,11 +221,10 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("orderd: listen: %w", err)
 	}
-	httpSrv := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: readHeaderTimeout, ReadTimeout: readTimeout,
-		WriteTimeout: writeTimeout(srv.sales.LongestChange()), IdleTimeout: idleTimeout, ConnContext: srv.ConnContext}
+	httpSrv := srv.HTTPServer()
 	httpSrv.RegisterOnShutdown(srv.EndStreams) // Shutdown waits for handlers; live streams never end by themselves
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- httpSrv.Serve(ln) }()
+	go func() { serveErr <- httpSrv.Serve(srv.Listener(ln)) }()
 	if cfg.PprofAddr != "" {
 		stopPprof, err := servePprof(cfg.PprofAddr, log)
 		if err != nil {

@@ -1,6 +1,7 @@
 package order
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -56,6 +57,9 @@ type Server struct {
 	sales   *sale.Engine // sells purchases, carts and cancellations
 	metrics *metrics     // the Prometheus registry and the shell's series
 	feeds   *feeds       // the live page's streams and what they show (feeds.go)
+	// lookups and cancels throttle the requests that test a key, per client (ratelimit.go).
+	lookups, cancels *clientLimiter
+	lockPaths        lockPaths // the SKUs' lock paths found zkstock's (lockpaths.go)
 }
 
 // Close leaves the fleet once the changes in flight have ended (new ones are refused with
@@ -90,6 +94,15 @@ func New(cfg Config, src inventory.Source, locks *dlock.Client, log *slog.Logger
 	if cfg.EventStreams == 0 {
 		cfg.EventStreams = 64
 	}
+	if cfg.EventStreamsPerClient == 0 {
+		cfg.EventStreamsPerClient = 16
+	}
+	cfg.EventStreamsPerClient = min(cfg.EventStreamsPerClient, cfg.EventStreams)
+	if cfg.ConnsPerClient == 0 {
+		cfg.ConnsPerClient = 1024
+	}
+	cfg.KeyLookupRate, cfg.KeyLookupBurst = cmp.Or(cfg.KeyLookupRate, 100), cmp.Or(cfg.KeyLookupBurst, 1000)
+	cfg.CancelRate, cfg.CancelBurst = cmp.Or(cfg.CancelRate, 100), cmp.Or(cfg.CancelBurst, 1000)
 	if cfg.Fleet == "" {
 		cfg.Fleet = "default"
 	}
@@ -100,7 +113,10 @@ func New(cfg Config, src inventory.Source, locks *dlock.Client, log *slog.Logger
 	if !skuPattern.MatchString(cfg.Fleet) || !skuPattern.MatchString(cfg.ReplicaID) {
 		return nil, fmt.Errorf("order: the fleet %q and the replica id %q must match %s", cfg.Fleet, cfg.ReplicaID, skuPattern)
 	}
-	s := &Server{cfg: cfg, src: src, locks: locks, log: log.With("replica", cfg.ReplicaID), feeds: newFeeds()}
+	s := &Server{cfg: cfg, src: src, locks: locks, log: log.With("replica", cfg.ReplicaID), feeds: newFeeds(),
+		lookups:   newClientLimiter("look-ups by key", cfg.KeyLookupRate, cfg.KeyLookupBurst),
+		cancels:   newClientLimiter("cancellations", cfg.CancelRate, cfg.CancelBurst),
+		lockPaths: lockPaths{ours: map[string]bool{}, logged: map[string]time.Time{}}}
 	m, err := newMetrics(func() dlock.Stats { return s.sales.ZKStats() })
 	if err != nil {
 		return nil, err
@@ -147,9 +163,9 @@ func (s *Server) Handler() http.Handler {
 	})
 
 	r.POST("/v1/orders", s.limitBody, s.purchase)
-	r.GET("/v1/orders", s.orderByKey)
+	r.GET("/v1/orders", s.throttle(s.lookups), s.orderByKey)
 	r.GET("/v1/orders/:id", s.orderByID)
-	r.POST("/v1/orders/:id/cancel", s.limitBody, s.cancelOrder)
+	r.POST("/v1/orders/:id/cancel", s.throttle(s.cancels), s.limitBody, s.cancelOrder)
 	r.GET("/v1/products", s.productsList)
 	r.GET("/v1/events", s.events)
 	r.GET("/", s.page)
@@ -186,7 +202,12 @@ func (s *Server) recoverJSON(c *gin.Context) {
 	c.Next()
 }
 
+// limitBody guards every route that reads a body: it refuses a Content-Encoding (refuseEncoding)
+// and bounds the body to maxBodyBytes.
 func (s *Server) limitBody(c *gin.Context) {
+	if refuseEncoding(c) {
+		return
+	}
 	c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, maxBodyBytes)
 	c.Next()
 }

@@ -129,7 +129,8 @@ func checkZKAuth(a ZKAuth, open bool) error {
 // the paths to the fleet's root and the fleet's root, mode, members and barrier, and the paths to
 // LockRoot. It needs ADMIN on each (an open node grants it). A SKU's lock path made before keeps
 // its ACL until it is idle and ZooKeeper reaps it (a container); docs/interop.md says how to
-// change them all at once. With an open client ACL it changes nothing.
+// change them all at once. Then it vets every SKU's lock path (lockpaths.go): one another
+// identity made is deleted when empty, and logged otherwise. With an open client ACL it changes nothing.
 func SecureZK(ctx context.Context, c *dlock.Client, fleetName string, log *slog.Logger) error {
 	acl := c.ACL()
 	if slices.Equal(acl, zk.WorldACL(zk.PermAll)) {
@@ -179,7 +180,7 @@ func SecureZK(ctx context.Context, c *dlock.Client, fleetName string, log *slog.
 			log.Info("gave a ZooKeeper node made with another ACL zkstock's", "path", p)
 		}
 	}
-	return nil
+	return vetAllLockPaths(ctx, c, acl, log)
 }
 
 // sameACL compares two ACLs as sets.

@@ -115,7 +115,7 @@ type Engine struct {
 	checkedKeys sync.Map
 	releases    keyReleases
 	stop        chan struct{} // closed by Close
-	closeOnce            sync.Once
+	closeOnce   sync.Once
 }
 
 // New builds an engine on an open store (an *inventory.Store, or an *inventory.Cluster) and a

@@ -54,8 +54,9 @@ func (a Answer) For(retry bool) Promise {
 // Table is every error answer the API gives. A 2xx answer is Done; an answer not listed here
 // (a proxy's 502, say) promises nothing: Unknown.
 var Table = []Answer{
-	// Refused before anything was tried: bad input, no such thing, not allowed.
-	{http.StatusBadRequest, "invalid_request", NotDone, false},
+	// Refused before anything was tried: bad input, no such thing, not allowed. Those given before
+	// the change's key was held (FirstOnly: the request itself refused) promise a retry nothing.
+	{http.StatusBadRequest, "invalid_request", NotDone, true},
 	{http.StatusUnauthorized, "unauthorized", NotDone, false},
 	{http.StatusForbidden, "admin_disabled", NotDone, false},
 	{http.StatusForbidden, "wrong_key", NotDone, false},
@@ -63,18 +64,27 @@ var Table = []Answer{
 	{http.StatusNotFound, "unknown_sku", NotDone, false},
 	{http.StatusNotFound, "unknown_order", NotDone, false},
 	{http.StatusMethodNotAllowed, "method_not_allowed", NotDone, false},
-	{http.StatusRequestEntityTooLarge, "body_too_large", NotDone, false},
-	{http.StatusUnsupportedMediaType, "unsupported_media_type", NotDone, false},
+	{http.StatusRequestEntityTooLarge, "body_too_large", NotDone, true},
+	{http.StatusUnsupportedMediaType, "unsupported_media_type", NotDone, true},
+	{http.StatusUnsupportedMediaType, "unsupported_encoding", NotDone, true}, // a body with a Content-Encoding
 	{http.StatusUnprocessableEntity, "idempotency_key_reused", NotDone, false},
+	// Refused by the server before a handler ran (order/conns.go): too large, too many, not HTTP/1.1.
+	{http.StatusRequestHeaderFieldsTooLarge, "headers_too_large", NotDone, true},
+	{http.StatusTooManyRequests, "too_many_connections", NotDone, true},
+	{http.StatusTooManyRequests, "too_many_streams", NotDone, false}, // one client's share of the live streams
+	{http.StatusTooManyRequests, "rate_limited", NotDone, true},      // look-ups by key, cancellations
+	{http.StatusNotImplemented, "unsupported_transfer_encoding", NotDone, true},
+	{http.StatusHTTPVersionNotSupported, "unsupported_http_version", NotDone, true},
 	// Decided: the stock is short, the mode cannot be switched so.
 	{http.StatusConflict, "out_of_stock", NotDone, false},
 	{http.StatusConflict, "mode_unavailable", NotDone, false},
 	{http.StatusConflict, "version_conflict", NotDone, false},
 	// Not served, and nothing changed: the change was given up before its COMMIT was sent, or
-	// its COMMIT's failure is known. The key was held (sale.Engine.HoldKey), so no earlier
-	// attempt under it is in flight: the promise holds for a retry too.
+	// its COMMIT's failure is known. The key was held and found unmade (sale's HoldPurchase), so
+	// no earlier attempt under it made or will make the change: the promise holds for a retry too.
 	{http.StatusServiceUnavailable, "storage_unavailable", NotDone, false},
 	{http.StatusServiceUnavailable, "lock_unavailable", NotDone, false},
+	{http.StatusServiceUnavailable, "lock_path_foreign", NotDone, false}, // a lock path another ZooKeeper identity made
 	{http.StatusServiceUnavailable, "lock_lost", NotDone, false},
 	{http.StatusServiceUnavailable, "stale_token", NotDone, false},
 	{http.StatusServiceUnavailable, "sku_busy", NotDone, false},

@@ -26,7 +26,9 @@ func TestEveryAnswerIsInTheTable(t *testing.T) {
 		"StatusMethodNotAllowed": http.StatusMethodNotAllowed, "StatusConflict": http.StatusConflict,
 		"StatusRequestEntityTooLarge": http.StatusRequestEntityTooLarge, "StatusUnsupportedMediaType": http.StatusUnsupportedMediaType,
 		"StatusUnprocessableEntity": http.StatusUnprocessableEntity, "StatusInternalServerError": http.StatusInternalServerError,
-		"StatusServiceUnavailable": http.StatusServiceUnavailable,
+		"StatusServiceUnavailable": http.StatusServiceUnavailable, "StatusTooManyRequests": http.StatusTooManyRequests,
+		"StatusRequestHeaderFieldsTooLarge": http.StatusRequestHeaderFieldsTooLarge, "StatusNotImplemented": http.StatusNotImplemented,
+		"StatusHTTPVersionNotSupported": http.StatusHTTPVersionNotSupported,
 	}
 	files, err := filepath.Glob(filepath.Join("..", "..", "order", "*.go"))
 	if err != nil {
