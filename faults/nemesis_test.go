@@ -297,7 +297,11 @@ func runNemesis(t *testing.T, run nemesisRun) bool {
 	f.ens = testenv.StartProxiedEnsemble(t, nemesisEnsemble)
 	redisAddr := testenv.RedisAddr(t)
 	settings := []string{"LOCK_MODE=" + run.mode, "ZK_SESSION_TIMEOUT=" + nemesisSession.String(), "WORK_DELAY=20ms",
-		"LOCK_TIMEOUT=5s", "REDIS_LOCK_TTL=3s", "LOG_LEVEL=" + envOr("NEMESIS_LOG_LEVEL", "warn")}
+		"LOCK_TIMEOUT=5s", "REDIS_LOCK_TTL=3s", "LOG_LEVEL=" + envOr("NEMESIS_LOG_LEVEL", "warn"),
+		// The checker looks up every refusal and every change answered done by its key after each
+		// history, all from loopback: one client to the replicas' limits, which must not leave a
+		// promise unchecked (lincheck counts a 429 as a look-up not answered).
+		"KEY_LOOKUP_RATE=1000000", "KEY_LOOKUP_BURST=1000000", "CANCEL_RATE=1000000", "CANCEL_BURST=1000000"}
 	testenv.DeleteZKTreeAtCleanup(t, f.ens.Addrs, "/zkstock/fleets/"+fleetOf(t, f.dsn))
 	for i := range nemesisReplicas {
 		l := &links{redis: tcpproxy.NewRaw(t, redisAddr)}

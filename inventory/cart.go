@@ -40,6 +40,16 @@ type ShortError struct{ SKU string }
 func (e *ShortError) Error() string { return "inventory: out of stock: " + e.SKU }
 func (e *ShortError) Unwrap() error { return ErrOutOfStock }
 
+// Keys are the keys the cart's orders are recorded under: its own (on its head order, or on a
+// cart recorded before heads were, none) and its items'.
+func (c Cart) Keys() []string {
+	keys := []string{c.RequestID}
+	for _, it := range c.Items {
+		keys = append(keys, ItemKey(c.RequestID, it.SKU))
+	}
+	return keys
+}
+
 func (c Cart) request() keyedRequest {
 	lines := make([]line, len(c.Items))
 	for i, it := range c.Items {

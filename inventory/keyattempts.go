@@ -2,6 +2,7 @@ package inventory
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"strings"
 	"time"
@@ -26,31 +27,62 @@ func (KeyAttempt) TableName() string { return "key_attempts" }
 func CancelKey(id int64) string { return fmt.Sprintf("%scancel/%d", KeySeparator, id) }
 
 // HoldKey records that attempt, of this replica, holds key for hold from now by the database's
-// clock. held is false, with no error, while another attempt holds it unexpired; an expired
-// holding is taken over, and attempt's own (an INSERT sent again after its reply was lost) kept. A conflict between two Galera nodes' writes (1213) is not held either:
-// the caller asks again.
-func (s *Store) HoldKey(ctx context.Context, key, attempt, replica string, hold time.Duration) (held bool, _ error) {
+// clock, and says whether an order is recorded under any of orderKeys (made: the change may have
+// been made; its look-up says), in the same round trip. held is false, with no error, while
+// another attempt holds it unexpired; an expired holding is taken over, and attempt's own (an
+// INSERT sent again after its reply was lost) kept. A conflict between two Galera nodes' writes
+// (1213) is not held either: the caller asks again.
+func (s *Store) HoldKey(ctx context.Context, key, attempt, replica string, hold time.Duration, orderKeys ...string) (held, made bool, _ error) {
 	us := hold.Microseconds()
-	res, err := s.sqlDB.ExecContext(ctx, "INSERT IGNORE INTO key_attempts (request_id, attempt, replica, expires_at) VALUES (?, ?, ?, NOW(6) + INTERVAL ? MICROSECOND)",
-		key, attempt, replica, us)
-	if err == nil {
-		var n int64
-		if n, err = res.RowsAffected(); err == nil && n == 1 {
-			return true, nil
-		}
+	in := "?" + strings.Repeat(", ?", max(len(orderKeys)-1, 0))
+	args := []any{key, attempt, replica, us}
+	for _, k := range orderKeys {
+		args = append(args, k)
 	}
-	if err == nil {
+	if len(orderKeys) == 0 {
+		in, args = "NULL", args[:4]
+	}
+	q := "INSERT IGNORE INTO key_attempts (request_id, attempt, replica, expires_at) VALUES (?, ?, ?, NOW(6) + INTERVAL ? MICROSECOND); " +
+		"SELECT ROW_COUNT(), EXISTS (SELECT 1 FROM orders WHERE request_id IN (" + in + "))"
+	inserted, made, err := s.holdAndLook(ctx, q, args)
+	if err == nil && inserted != 1 {
+		var res sql.Result
 		res, err = s.sqlDB.ExecContext(ctx, "UPDATE key_attempts SET attempt = ?, replica = ?, expires_at = NOW(6) + INTERVAL ? MICROSECOND WHERE request_id = ? AND (expires_at <= NOW(6) OR attempt = ?)",
 			attempt, replica, us, key, attempt)
+		if err == nil {
+			var n int64
+			n, err = res.RowsAffected()
+			inserted = n
+		}
 	}
-	if err == nil {
-		n, rerr := res.RowsAffected()
-		return rerr == nil && n == 1, rerr
+	switch {
+	case err == nil:
+		return inserted == 1, made, nil
+	case isLockConflict(err):
+		return false, made, nil
 	}
-	if isLockConflict(err) {
-		return false, nil
+	return false, false, fmt.Errorf("inventory: hold key %q: %w", key, err)
+}
+
+// holdAndLook runs HoldKey's two statements in one round trip and reads the second's row.
+func (s *Store) holdAndLook(ctx context.Context, q string, args []any) (inserted int64, made bool, _ error) {
+	rows, err := s.sqlDB.QueryContext(ctx, q, args...)
+	if err != nil {
+		return 0, false, err
 	}
-	return false, fmt.Errorf("inventory: hold key %q: %w", key, err)
+	defer rows.Close()
+	for !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return 0, false, err
+		}
+		if !rows.NextResultSet() {
+			return 0, false, fmt.Errorf("no row from %q", q)
+		}
+	}
+	if err := rows.Scan(&inserted, &made); err != nil {
+		return 0, false, err
+	}
+	return inserted, made, rows.Close()
 }
 
 // HeldKey is one attempt's holding of a key.

@@ -15,7 +15,7 @@ func TestKeyHoldingIsExclusiveUntilReleasedOrExpired(t *testing.T) {
 	ctx := context.Background()
 	hold := func(attempt string, d time.Duration) bool {
 		t.Helper()
-		held, err := s.HoldKey(ctx, "K1", attempt, "r1", d)
+		held, _, err := s.HoldKey(ctx, "K1", attempt, "r1", d, "K1")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -46,8 +46,8 @@ func TestKeyHoldingIsExclusiveUntilReleasedOrExpired(t *testing.T) {
 	if !hold("c", time.Minute) {
 		t.Fatal("an attempt's own holding, sent again (its first reply lost), was not held")
 	}
-	if held, err := s.HoldKey(ctx, "k1", "e", "r1", time.Minute); err != nil || !held {
-		t.Fatalf("keys differing in case are distinct keys: held %v, %v", held, err)
+	if held, made, err := s.HoldKey(ctx, "k1", "e", "r1", time.Minute, "k1"); err != nil || !held || made {
+		t.Fatalf("keys differing in case are distinct keys: held %v, made %v, %v", held, made, err)
 	}
 	if n, err := s.SweepKeys(ctx, 0, 100); err != nil || n != 0 {
 		t.Fatalf("sweep of unexpired holdings: %d, %v", n, err)

@@ -59,7 +59,7 @@ func (s *Server) cancelOrder(c *gin.Context) {
 		}
 		abortWith(c, e)
 	}
-	release, res, replayed, err := s.sales.HoldCancel(c.Request.Context(), id, allowed)
+	ctx, release, res, replayed, err := s.sales.HoldCancel(c.Request.Context(), id, allowed)
 	if err != nil {
 		refuse(err, false)
 		return
@@ -67,7 +67,7 @@ func (s *Server) cancelOrder(c *gin.Context) {
 	defer release()
 	mode := LockMode(s.fleet.Mode().Name) // a replay's answer names the fleet's mode now
 	if !replayed {
-		ctx, ticket, done, err := s.sales.Admit(c.Request.Context(), s.fleet)
+		ctx, ticket, done, err := s.sales.Admit(ctx, s.fleet)
 		if err != nil {
 			refuse(err, false)
 			return

@@ -56,7 +56,7 @@ func parseCart(items []cartItem) ([]inventory.CartItem, *apiError) {
 // transaction that sells all the items or none (sale.Engine.SellCart).
 func (s *Server) purchaseCart(c *gin.Context, cart inventory.Cart) {
 	c.Header("Idempotency-Key", cart.RequestID)
-	release, res, replayed, err := s.sales.HoldCart(c.Request.Context(), cart)
+	ctx, release, res, replayed, err := s.sales.HoldCart(c.Request.Context(), cart)
 	if err != nil {
 		s.refusePurchase(c, saleAnswer(err, aCart), cart.RequestID, sale.NewLog(s.log, slog.Int("cart", len(cart.Items)), slog.String("request_id", cart.RequestID)), err)
 		return
@@ -65,7 +65,7 @@ func (s *Server) purchaseCart(c *gin.Context, cart inventory.Cart) {
 	mode := LockMode(s.fleet.Mode().Name) // a replay's answer names the fleet's mode now
 	log := sale.NewLog(s.log, slog.Int("cart", len(cart.Items)), slog.String("request_id", cart.RequestID))
 	if !replayed {
-		ctx, ticket, done, err := s.sales.Admit(c.Request.Context(), s.fleet)
+		ctx, ticket, done, err := s.sales.Admit(ctx, s.fleet)
 		if err != nil {
 			s.refusePurchase(c, saleAnswer(err, aCart), cart.RequestID, log, err)
 			return

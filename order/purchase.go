@@ -44,7 +44,7 @@ func (s *Server) purchase(c *gin.Context) {
 	// Every answer names the purchase's key, so that a client who gets no answer it can trust
 	// (a timeout, a 503 outcome_unknown) can look the purchase up or retry it safely.
 	c.Header("Idempotency-Key", p.RequestID)
-	release, res, replayed, err := s.sales.HoldPurchase(c.Request.Context(), p)
+	ctx, release, res, replayed, err := s.sales.HoldPurchase(c.Request.Context(), p)
 	if err != nil {
 		s.refusePurchase(c, saleAnswer(err, aPurchase), p.RequestID, sale.NewLog(s.log, slog.String("sku", p.SKU), slog.String("request_id", p.RequestID)), err)
 		return
@@ -53,7 +53,7 @@ func (s *Server) purchase(c *gin.Context) {
 	mode := LockMode(s.fleet.Mode().Name) // a replay's answer names the fleet's mode now
 	log := sale.NewLog(s.log, slog.String("sku", p.SKU), slog.String("request_id", p.RequestID))
 	if !replayed {
-		ctx, ticket, done, err := s.sales.Admit(c.Request.Context(), s.fleet)
+		ctx, ticket, done, err := s.sales.Admit(ctx, s.fleet)
 		if err != nil {
 			s.refusePurchase(c, saleAnswer(err, aPurchase), p.RequestID, log, err)
 			return

@@ -15,41 +15,48 @@ import (
 // before the change is admitted, so that while it may still commit no other attempt under the
 // key runs, on any replica, nor is told "nothing changed". An earlier attempt's holding is waited
 // for, until ctx ends or LOCK_TIMEOUT has passed: then KindInProgress. A key the database cannot
-// hold is KindKeyUnchecked. release, called once the change is answered, ends the holding. fresh
-// (a key the service made for this request, which nobody can retry) holds nothing.
-func (e *Engine) holdKey(ctx context.Context, key string, fresh bool) (release func(), _ error) {
+// hold (its statement failed, or ran past the transaction's statement budget) is KindKeyUnchecked. release, called once the change is answered, ends the holding. made
+// says whether an order is recorded under one of orderKeys as the key is held. fresh (a key the
+// service made for this request, which nobody can retry) holds nothing.
+func (e *Engine) holdKey(ctx context.Context, key string, fresh bool, orderKeys []string) (release func(), made bool, _ error) {
 	if fresh || e.cfg.Lies.NoKeyHold {
-		return func() {}, nil
+		return func() {}, false, nil
 	}
 	attempt := newAttempt()
 	hold := e.keyHold()
-	wctx, cancel := context.WithTimeout(ctx, e.cfg.LockTimeout)
-	defer cancel()
+	waitUntil := time.Now().Add(e.cfg.LockTimeout) // for another attempt's holding
 	failures := 0
 	for pause := keyPollFirst; ; pause = min(2*pause, keyPollMax) {
-		held, err := e.store().HoldKey(wctx, key, attempt, e.cfg.ReplicaID, hold)
+		sctx, cancel := context.WithDeadline(ctx, maxTime(waitUntil, time.Now().Add(time.Second))) // the statement's own bound
+		held, made, err := e.store().HoldKey(sctx, key, attempt, e.cfg.ReplicaID, hold, orderKeys...)
+		cancel()
 		e.src.Report(err)
 		switch {
 		case held:
-			return func() { e.releaseKey(key, attempt, hold) }, nil
-		case err != nil && wctx.Err() == nil:
-			if failures++; failures > keyTries {
-				e.releaseKey(key, attempt, hold) // the INSERT may have applied, its reply lost
-				return nil, &Error{Kind: KindKeyUnchecked, Err: err}
+			return func() { e.releaseKey(key, attempt, hold) }, made, nil
+		case err != nil:
+			e.releaseKey(key, attempt, hold) // the INSERT may have applied, its reply lost
+			if failures++; failures > keyTries || ctx.Err() != nil || time.Now().After(waitUntil) {
+				return nil, false, &Error{Kind: KindKeyUnchecked, Err: err}
 			}
+		case time.Now().Add(pause).After(waitUntil) || ctx.Err() != nil:
+			return nil, false, &Error{Kind: KindInProgress, RetryAfter: time.Second,
+				Err: fmt.Errorf("sale: key %q: %w", key, errKeyInFlight)}
 		}
 		t := time.NewTimer(pause)
 		select {
 		case <-t.C:
-		case <-wctx.Done():
+		case <-ctx.Done():
 			t.Stop()
-			if err != nil {
-				e.releaseKey(key, attempt, hold)
-			}
-			return nil, &Error{Kind: KindInProgress, RetryAfter: time.Second,
-				Err: fmt.Errorf("sale: key %q: an earlier attempt may still commit: %w", key, errors.Join(errKeyInFlight, context.Cause(wctx)))}
 		}
 	}
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // keyTries is how many times a key's holding or look-up is tried again after a failure (a
@@ -58,27 +65,28 @@ func (e *Engine) holdKey(ctx context.Context, key string, fresh bool) (release f
 const keyTries = 2
 
 // HoldPurchase holds a purchase's key (holdKey) and answers the purchase from the orders table
-// when an earlier attempt under the key made it (replayed), before the fleet is asked to admit it:
+// when an earlier attempt under the key made it (replayed), before the fleet is asked to admit it
+// (with the returned context, which carries the change's deadline from its arrival):
 // so that every "nothing was sold" given after it is true of the key as of the look-up, and
 // nothing but this attempt can sell under the key until release. A look-up that fails is
 // KindKeyUnchecked; a key used for another purchase, KindKeyReused.
-func (e *Engine) HoldPurchase(ctx context.Context, p inventory.Purchase) (release func(), res inventory.Result, replayed bool, _ error) {
-	return holdAndReplay(e, ctx, p.RequestID, p.NewKey, func(ctx context.Context) (inventory.Result, bool, error) {
+func (e *Engine) HoldPurchase(ctx context.Context, p inventory.Purchase) (_ context.Context, release func(), res inventory.Result, replayed bool, _ error) {
+	return holdAndReplay(e, ctx, p.RequestID, p.NewKey, []string{p.RequestID}, func(ctx context.Context) (inventory.Result, bool, error) {
 		return e.store().PurchaseByKey(ctx, p)
 	})
 }
 
 // HoldCart is HoldPurchase for a cart.
-func (e *Engine) HoldCart(ctx context.Context, cart inventory.Cart) (release func(), res inventory.CartResult, replayed bool, _ error) {
-	return holdAndReplay(e, ctx, cart.RequestID, cart.NewKey, func(ctx context.Context) (inventory.CartResult, bool, error) {
+func (e *Engine) HoldCart(ctx context.Context, cart inventory.Cart) (_ context.Context, release func(), res inventory.CartResult, replayed bool, _ error) {
+	return holdAndReplay(e, ctx, cart.RequestID, cart.NewKey, cart.Keys(), func(ctx context.Context) (inventory.CartResult, bool, error) {
 		return e.store().CartByKey(ctx, cart)
 	})
 }
 
 // HoldCancel is HoldPurchase for a cancellation of order id, which allowed may cancel: held
 // under the order's CancelKey, answered as a replay when the order is cancelled already.
-func (e *Engine) HoldCancel(ctx context.Context, id int64, allowed func(inventory.Order) bool) (release func(), res inventory.CancelResult, replayed bool, _ error) {
-	return holdAndReplay(e, ctx, inventory.CancelKey(id), false, func(ctx context.Context) (inventory.CancelResult, bool, error) {
+func (e *Engine) HoldCancel(ctx context.Context, id int64, allowed func(inventory.Order) bool) (_ context.Context, release func(), res inventory.CancelResult, replayed bool, _ error) {
+	return holdAndReplay(e, ctx, inventory.CancelKey(id), false, nil, func(ctx context.Context) (inventory.CancelResult, bool, error) {
 		o, found, err := e.store().OrderByID(ctx, id)
 		if err != nil || !found || !allowed(o) || o.CancelledAt == nil {
 			return inventory.CancelResult{}, false, err // Cancel answers an unknown order, or a wrong key
@@ -91,14 +99,23 @@ func (e *Engine) HoldCancel(ctx context.Context, id int64, allowed func(inventor
 	})
 }
 
-// holdAndReplay holds key and looks up what an earlier attempt under it made.
-func holdAndReplay[R any](e *Engine, ctx context.Context, key string, fresh bool, made func(context.Context) (R, bool, error)) (_ func(), res R, replayed bool, _ error) {
-	release, err := e.holdKey(ctx, key, fresh)
+// holdAndReplay holds key and looks up what an earlier attempt under it made: at once when no
+// orderKeys are given, else only when the holding found an order under one of them.
+func holdAndReplay[R any](e *Engine, ctx context.Context, key string, fresh bool, orderKeys []string, made func(context.Context) (R, bool, error)) (_ context.Context, _ func(), res R, replayed bool, _ error) {
+	// The change's deadline, from its arrival: its wait here counts against it (Admit).
+	ctx, end := context.WithDeadline(ctx, time.Now().Add(e.cfg.LockTimeout+e.txBudget()))
+	release, recorded, err := e.holdKey(ctx, key, fresh, orderKeys)
 	if err != nil {
-		return nil, res, false, err
+		end()
+		return ctx, nil, res, false, err
 	}
+	ended := func() { end(); release() }
 	if fresh || e.cfg.Lies.NoKeyHold {
-		return release, res, false, nil
+		return ctx, ended, res, false, nil
+	}
+	if len(orderKeys) > 0 && !recorded {
+		e.checkedKeys.Store(key, struct{}{})
+		return ctx, func() { e.checkedKeys.Delete(key); ended() }, res, false, nil
 	}
 	res, found, err := made(ctx)
 	for try := 0; err != nil && try < keyTries && ctx.Err() == nil && !errors.Is(err, inventory.ErrKeyReused); try++ {
@@ -109,16 +126,16 @@ func holdAndReplay[R any](e *Engine, ctx context.Context, key string, fresh bool
 	e.src.Report(err)
 	switch {
 	case errors.Is(err, inventory.ErrKeyReused):
-		release()
-		return nil, res, false, typed(err)
+		ended()
+		return ctx, nil, res, false, typed(err)
 	case err != nil:
-		release()
-		return nil, res, false, &Error{Kind: KindKeyUnchecked, Err: fmt.Errorf("sale: look up key %q: %w", key, err)}
+		ended()
+		return ctx, nil, res, false, &Error{Kind: KindKeyUnchecked, Err: fmt.Errorf("sale: look up key %q: %w", key, err)}
 	case found:
-		return release, res, true, nil
+		return ctx, ended, res, true, nil
 	}
 	e.checkedKeys.Store(key, struct{}{})
-	return func() { e.checkedKeys.Delete(key); release() }, res, false, nil
+	return ctx, func() { e.checkedKeys.Delete(key); ended() }, res, false, nil
 }
 
 // noOrderUnder says that no order holds key but one this attempt makes: the key is fresh, or
@@ -166,7 +183,7 @@ const (
 )
 
 // errKeyInFlight: another attempt under the key held it past the wait.
-var errKeyInFlight = errors.New("another attempt under this key is in flight")
+var errKeyInFlight = errors.New("an earlier attempt under this key is in flight, and may still commit")
 
 // newAttempt names one attempt's holding.
 func newAttempt() string {

@@ -38,11 +38,15 @@ func (t Ticket) Mode() LockMode { return t.mode.name }
 var errNotAdmitted = errors.New("sale: a change was not admitted by the fleet")
 
 // Admit lets a change in under the fleet's mode, waiting for a switch under way at most until the
-// change's lock deadline. The returned context ends at the change's deadline; done ends the pass
+// change's lock deadline: LOCK_TIMEOUT from now, or sooner when ctx's deadline (HoldPurchase's,
+// from the change's arrival) leaves less before the transaction budget. The returned context ends at the change's deadline; done ends the pass
 // and the context, once the change is answered. A change the fleet does not admit, or admits in a
 // mode this engine does not know, gets an *Error (nothing was changed).
 func (e *Engine) Admit(ctx context.Context, m *fleet.Member) (_ context.Context, _ Ticket, done func(), _ error) {
 	lockDeadline := time.Now().Add(e.cfg.LockTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Add(-e.txBudget()).Before(lockDeadline) {
+		lockDeadline = d.Add(-e.txBudget()) // the change's deadline from its arrival (HoldPurchase)
+	}
 	ctx, end := context.WithDeadline(ctx, lockDeadline.Add(e.txBudget()))
 	wctx, cancel := context.WithDeadline(ctx, lockDeadline)
 	defer cancel()
