@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -72,6 +73,31 @@ const (
 	nemesisGiveUp    = time.Second
 	nemesisEager     = 0.2
 )
+
+// waitKeysAnswered waits, at most d, until no replica holds a key for a change not yet answered
+// (zkstock_keys_held): the changes impatient clients gave up on are over.
+func (f *fleetUnderFire) waitKeysAnswered(d time.Duration) {
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		busy := false
+		for _, r := range f.rs {
+			resp, err := httpc.Get(r.url + "/metrics")
+			if err != nil {
+				continue // a replica down holds nothing that can still commit but its COMMITs in flight
+			}
+			raw, _ := io.ReadAll(resp.Body)
+			_ = resp.Body.Close()
+			for _, l := range strings.Split(string(raw), "\n") {
+				if v, ok := strings.CutPrefix(l, "zkstock_keys_held "); ok && strings.TrimSpace(v) != "0" {
+					busy = true
+				}
+			}
+		}
+		if !busy {
+			return
+		}
+	}
+	f.note("a replica still held keys %v after every fault was healed", d)
+}
 
 func TestNemesis(t *testing.T) {
 	if os.Getenv("NEMESIS") != "1" {
@@ -536,8 +562,10 @@ func runNemesis(t *testing.T, run nemesisRun) bool {
 	for _, rec := range recs {
 		rec.Halt()
 	}
-	// What a healed proxy or a woken replica still had in flight lands within moments; after
-	// that a key not found was never sold.
+	// Every change a live replica still runs (its client gave up on it) is answered, its key
+	// released; what a healed proxy or a woken replica still had in flight lands within moments
+	// more; after that a key not found was never sold.
+	f.waitKeysAnswered(60 * time.Second)
 	time.Sleep(3 * time.Second)
 	for i, r := range f.rs {
 		for _, sku := range skus {

@@ -26,8 +26,9 @@ type metrics struct {
 
 var lockBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
 
-// newMetrics registers every series, the ZooKeeper counters read from zkStats at scrape time.
-func newMetrics(zkStats func() dlock.Stats) (*metrics, error) {
+// newMetrics registers every series, the ZooKeeper counters read from zkStats and the keys held
+// from keysHeld at scrape time.
+func newMetrics(zkStats func() dlock.Stats, keysHeld func() int64) (*metrics, error) {
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
 		orders: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -56,7 +57,10 @@ func newMetrics(zkStats func() dlock.Stats) (*metrics, error) {
 	})
 	m.sale = sale.Metrics{LockWait: lockWait, LockHold: lockHold, Stock: func(sku string) sale.Gauge { return stock.WithLabelValues(sku) },
 		SoldOutBeforeQueue: soldOut.WithLabelValues("before_queue"), SoldOutLeftQueue: soldOut.WithLabelValues("left_queue"), FalseRefusals: falseRefusals}
-	for _, c := range []prometheus.Collector{m.orders, m.cancellations, soldOut, falseRefusals, lockWait, lockHold, stock, zkCollector{zkStats},
+	held := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "zkstock_keys_held", Help: "Idempotency keys this replica holds for changes not yet answered.",
+	}, func() float64 { return float64(keysHeld()) })
+	for _, c := range []prometheus.Collector{m.orders, m.cancellations, soldOut, falseRefusals, lockWait, lockHold, stock, held, zkCollector{zkStats},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		if err := m.reg.Register(c); err != nil {
 			return nil, fmt.Errorf("order: register metrics: %w", err)

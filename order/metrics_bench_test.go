@@ -12,7 +12,7 @@ import (
 // The live heap one SKU's stock gauge series keeps (make footprint counts it in what a catalogue
 // leaves behind): go test -run '^$' -bench StockGauge ./order
 func BenchmarkStockGaugeSeries(b *testing.B) {
-	m, err := newMetrics(func() dlock.Stats { return dlock.Stats{} })
+	m, err := newMetrics(func() dlock.Stats { return dlock.Stats{} }, func() int64 { return 0 })
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -303,3 +303,68 @@ func TestARetryOfAMadeChangeIsItsReplayBeforeAdmission(t *testing.T) {
 		t.Errorf("cancellation retried on a replica that cannot run the fleet's mode: %d %s, want 200 replayed", rep.status, rep.raw)
 	}
 }
+
+// A key held more than keyHoldWithin (0.5 s) after its request arrived (here a slow link to the
+// database) tries nothing: a retry sent since may have been answered already. A purchase without a
+// client key holds nothing, and sells on the same link.
+func TestAKeyHeldLateTriesNothing(t *testing.T) {
+	r, proxy, direct := behindDBProxy(t, order.ModeZK)
+	resetStock(t, r, "LATE-A", 10)
+	proxy.SetDelay(300 * time.Millisecond) // each way: the hold's round trip takes 0.6 s or more
+	late := buy(t, r, "LATE-A", 1, "late-key")
+	fresh := buy(t, r, "LATE-A", 1, "")
+	proxy.SetDelay(0)
+	if late.code() != "key_unavailable" {
+		t.Errorf("a purchase whose key was held late: %s %s, want 503 key_unavailable", late.codeLine(), late.raw)
+	}
+	if fresh.status != 201 {
+		t.Errorf("a purchase without a client key on the same link: %s %s, want 201", fresh.codeLine(), fresh.raw)
+	}
+	if a := directAudit(t, direct, "LATE-A"); a.Orders != 1 || a.Stock != 9 {
+		t.Errorf("audit %+v: want the purchase without a key alone", a)
+	}
+	if again := buy(t, r, "LATE-A", 1, "late-key"); again.status != 201 {
+		t.Errorf("the late key, sent again on a quick link: %s %s, want 201", again.codeLine(), again.raw)
+	}
+}
+
+// Releases resume once an outage ends, while purchases keep coming: every answered change's key is
+// released within moments, none left to expire.
+func TestReleasesResumeAfterAnOutage(t *testing.T) {
+	r, proxy, _ := behindDBProxy(t, order.ModeZK)
+	resetStock(t, r, "OUTAGE-A", 100_000)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			buy(t, r, "OUTAGE-A", 1, fmt.Sprintf("outage-%d-%d", time.Now().UnixNano(), i))
+		}
+	}()
+	time.Sleep(300 * time.Millisecond)
+	proxy.Cut()
+	time.Sleep(time.Second)
+	proxy.Restore()
+	time.Sleep(3 * time.Second) // purchases every 50 ms, past the worker's back-off of 2 s at most
+	db, err := sql.Open("mysql", r.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	// Counted while the purchases still come (each wakes the worker): a purchase in flight holds
+	// its key, the answered ones' are released.
+	var held int
+	if err := db.QueryRow("SELECT COUNT(*) FROM key_attempts").Scan(&held); err != nil {
+		t.Fatal(err)
+	}
+	close(stop)
+	<-done
+	if held > 3 {
+		t.Fatalf("%d keys held 3 s after the outage, purchases one at a time: the answered ones' releases stopped", held)
+	}
+}

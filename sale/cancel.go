@@ -13,7 +13,7 @@ import (
 func (e *Engine) Cancel(ctx context.Context, t Ticket, id int64, allowed func(inventory.Order) bool, log Log) (inventory.CancelResult, error) {
 	res, err := e.cancel(ctx, t, id, allowed, log)
 	if err != nil {
-		return res, typed(err)
+		return res, e.keepIfUnknown(inventory.CancelKey(id), typed(err))
 	}
 	if !res.Replayed {
 		e.soldOut.noteRestock(res.Order.SKU, res.Remaining)

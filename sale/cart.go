@@ -14,7 +14,7 @@ import (
 // error is an *Error.
 func (e *Engine) SellCart(ctx context.Context, t Ticket, cart inventory.Cart, log Log) (inventory.CartResult, error) {
 	res, err := e.sellCart(ctx, t, cart, log)
-	return res, typed(err)
+	return res, e.keepIfUnknown(cart.RequestID, typed(err))
 }
 
 func (e *Engine) sellCart(ctx context.Context, t Ticket, cart inventory.Cart, log Log) (inventory.CartResult, error) {

@@ -112,8 +112,9 @@ type Engine struct {
 	refused, soldOutFast atomic.Int64
 	// checkedKeys are the client keys this replica holds and found free of orders (keyhold.go);
 	// releases ends holdings in the background (keyrelease.go).
-	checkedKeys sync.Map
+	checkedKeys sync.Map // key -> *atomic.Bool: kept past its answer (keepKey)
 	releases    keyReleases
+	keysHeld    atomic.Int64 // held for changes not yet answered
 	stop        chan struct{} // closed by Close
 	closeOnce   sync.Once
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/zkstock/zkstock/inventory"
@@ -15,33 +16,49 @@ import (
 // before the change is admitted, so that while it may still commit no other attempt under the
 // key runs, on any replica, nor is told "nothing changed". An earlier attempt's holding is waited
 // for, until ctx ends or LOCK_TIMEOUT has passed: then KindInProgress. A key the database cannot
-// hold (its statement failed, or ran past the transaction's statement budget) is KindKeyUnchecked. release, called once the change is answered, ends the holding. made
-// says whether an order is recorded under one of orderKeys as the key is held. fresh (a key the
+// hold (its statement failed, or ran out of time), or whose first hold was answered later than
+// keyHoldWithin after the attempt arrived, is KindKeyUnchecked: nothing is tried. release, called
+// once the change is answered, ends the holding (unless keepKey said otherwise). made says
+// whether an order is recorded under one of orderKeys as the key is held; a nil release with
+// made: another attempt holds the key, and an order is recorded under it. fresh (a key the
 // service made for this request, which nobody can retry) holds nothing.
 func (e *Engine) holdKey(ctx context.Context, key string, fresh bool, orderKeys []string) (release func(), made bool, _ error) {
 	if fresh || e.cfg.Lies.NoKeyHold {
 		return func() {}, false, nil
 	}
-	attempt := newAttempt()
+	arrived := time.Now()
 	hold := e.keyHold()
-	waitUntil := time.Now().Add(e.cfg.LockTimeout) // for another attempt's holding
+	waitUntil := arrived.Add(e.cfg.LockTimeout) // for another attempt's holding
 	failures := 0
-	for pause := keyPollFirst; ; pause = min(2*pause, keyPollMax) {
+	for try, pause := 0, keyPollFirst; ; try, pause = try+1, min(2*pause, keyPollMax) {
+		attempt := newAttempt() // a try's own: a failed try's release deletes only its own row
 		sctx, cancel := context.WithDeadline(ctx, maxTime(waitUntil, time.Now().Add(time.Second))) // the statement's own bound
 		held, made, err := e.store().HoldKey(sctx, key, attempt, e.cfg.ReplicaID, hold, orderKeys...)
 		cancel()
 		e.src.Report(err)
+		if try == 0 && err == nil && time.Since(arrived) > keyHoldWithin {
+			// Held up before it reached the database (a pause, a slow link): a retry sent since may
+			// have been answered already, so this attempt makes nothing.
+			if held {
+				e.releaseKey(key, attempt, hold)
+			}
+			return nil, false, &Error{Kind: KindKeyUnchecked, Err: fmt.Errorf("sale: key %q held %v after the request arrived: %w", key, time.Since(arrived).Round(time.Millisecond), errHeldLate)}
+		}
 		switch {
 		case held:
-			return func() { e.releaseKey(key, attempt, hold) }, made, nil
+			e.keysHeld.Add(1)
+			return func() { e.keysHeld.Add(-1); e.releaseKey(key, attempt, hold) }, made, nil
 		case err != nil:
 			e.releaseKey(key, attempt, hold) // the INSERT may have applied, its reply lost
 			if failures++; failures > keyTries || ctx.Err() != nil || time.Now().After(waitUntil) {
 				return nil, false, &Error{Kind: KindKeyUnchecked, Err: err}
 			}
+		case made:
+			// Another attempt holds the key, and an order is recorded under it: the change was
+			// made, whatever that attempt was told. Answered as a replay, holding nothing.
+			return nil, true, nil
 		case time.Now().Add(pause).After(waitUntil) || ctx.Err() != nil:
-			return nil, false, &Error{Kind: KindInProgress, RetryAfter: time.Second,
-				Err: fmt.Errorf("sale: key %q: %w", key, errKeyInFlight)}
+			return nil, false, inProgress(key)
 		}
 		t := time.NewTimer(pause)
 		select {
@@ -51,6 +68,35 @@ func (e *Engine) holdKey(ctx context.Context, key string, fresh bool, orderKeys 
 		}
 	}
 }
+
+// keyHoldWithin bounds the time from an attempt's arrival to the answer of its first hold: a
+// client that retries at least this long after it sent an attempt finds that attempt's holding,
+// or that attempt never holds and makes nothing.
+const keyHoldWithin = 500 * time.Millisecond
+
+// errHeldLate: the key's first hold was answered past keyHoldWithin.
+var errHeldLate = errors.New("the key was held too late to be known to a retry")
+
+// keepKey keeps key held past its attempt's answer, until the holding expires: the change's
+// outcome is not known, and its COMMIT may still apply (a COMMIT stuck on the server).
+func (e *Engine) keepKey(key string) {
+	if v, ok := e.checkedKeys.Load(key); ok {
+		v.(*atomic.Bool).Store(true)
+	}
+}
+
+// keepIfUnknown keeps key held (keepKey) when err leaves the change's outcome unknown, and
+// returns err.
+func (e *Engine) keepIfUnknown(key string, err error) error {
+	var se *Error
+	if errors.As(err, &se) && se.Kind == KindOutcomeUnknown {
+		e.keepKey(key)
+	}
+	return err
+}
+
+// KeysHeld is how many keys this replica holds for changes not yet answered.
+func (e *Engine) KeysHeld() int64 { return e.keysHeld.Load() }
 
 func maxTime(a, b time.Time) time.Time {
 	if a.After(b) {
@@ -109,13 +155,19 @@ func holdAndReplay[R any](e *Engine, ctx context.Context, key string, fresh bool
 		end()
 		return ctx, nil, res, false, err
 	}
+	if release == nil { // held by another attempt, made: a replay, or nothing at all
+		if res, found, err := made(ctx); err == nil && found {
+			return ctx, end, res, true, nil
+		}
+		end()
+		return ctx, nil, res, false, inProgress(key)
+	}
 	ended := func() { end(); release() }
 	if fresh || e.cfg.Lies.NoKeyHold {
 		return ctx, ended, res, false, nil
 	}
 	if len(orderKeys) > 0 && !recorded {
-		e.checkedKeys.Store(key, struct{}{})
-		return ctx, func() { e.checkedKeys.Delete(key); ended() }, res, false, nil
+		return ctx, e.checked(key, end, release), res, false, nil
 	}
 	res, found, err := made(ctx)
 	for try := 0; err != nil && try < keyTries && ctx.Err() == nil && !errors.Is(err, inventory.ErrKeyReused); try++ {
@@ -134,8 +186,23 @@ func holdAndReplay[R any](e *Engine, ctx context.Context, key string, fresh bool
 	case found:
 		return ctx, ended, res, true, nil
 	}
-	e.checkedKeys.Store(key, struct{}{})
-	return ctx, func() { e.checkedKeys.Delete(key); ended() }, res, false, nil
+	return ctx, e.checked(key, end, release), res, false, nil
+}
+
+// checked records key as held and found free (noOrderUnder) until the change is answered; the
+// returned end releases it then, unless keepKey kept it.
+func (e *Engine) checked(key string, end, release func()) func() {
+	kept := new(atomic.Bool)
+	e.checkedKeys.Store(key, kept)
+	return func() {
+		e.checkedKeys.Delete(key)
+		end()
+		if kept.Load() {
+			e.keysHeld.Add(-1) // answered; the holding is left to expire
+			return
+		}
+		release()
+	}
 }
 
 // noOrderUnder says that no order holds key but one this attempt makes: the key is fresh, or
@@ -181,6 +248,11 @@ const (
 	keyPollFirst = 20 * time.Millisecond
 	keyPollMax   = 200 * time.Millisecond
 )
+
+// inProgress is the answer to an attempt whose key another attempt holds.
+func inProgress(key string) *Error {
+	return &Error{Kind: KindInProgress, RetryAfter: time.Second, Err: fmt.Errorf("sale: key %q: %w", key, errKeyInFlight)}
+}
 
 // errKeyInFlight: another attempt under the key held it past the wait.
 var errKeyInFlight = errors.New("an earlier attempt under this key is in flight, and may still commit")

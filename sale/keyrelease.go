@@ -2,6 +2,7 @@ package sale
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -28,8 +29,15 @@ const releaseBatch = 500
 // releaseKey hands a holding, which expires hold from now, to the release worker.
 func (e *Engine) releaseKey(key, attempt string, hold time.Duration) {
 	r := &e.releases
+	now := time.Now()
 	r.mu.Lock()
-	r.pending = append(r.pending, pendingRelease{inventory.HeldKey{Key: key, Attempt: attempt}, time.Now().Add(hold)})
+	if len(r.pending) >= maxPendingReleases { // an outage: drop those expired, then the oldest
+		r.pending = slices.DeleteFunc(r.pending, func(p pendingRelease) bool { return !now.Before(p.until) })
+		if len(r.pending) >= maxPendingReleases {
+			r.pending = r.pending[len(r.pending)-maxPendingReleases/2:] // the rest expire by themselves
+		}
+	}
+	r.pending = append(r.pending, pendingRelease{inventory.HeldKey{Key: key, Attempt: attempt}, now.Add(hold)})
 	r.mu.Unlock()
 	select {
 	case r.wake <- struct{}{}:
@@ -37,29 +45,36 @@ func (e *Engine) releaseKey(key, attempt string, hold time.Duration) {
 	}
 }
 
-// releaseWorker deletes the pending holdings until Close, backing off while the database fails.
+// maxPendingReleases bounds the holdings waiting for the database to take their release.
+const maxPendingReleases = 100_000
+
+// releaseWorker deletes the pending holdings until Close, backing off while the database fails:
+// a wake-up before the next try is due waits for it.
 func (e *Engine) releaseWorker() {
 	r := &e.releases
-	pause := time.Duration(0)
+	var pause time.Duration
+	var retry *time.Timer
 	for {
-		var retry <-chan time.Time
-		if pause > 0 {
-			retry = time.After(pause)
+		var due <-chan time.Time
+		if retry != nil {
+			due = retry.C
 		}
 		select {
 		case <-e.stop:
 			return
 		case <-r.wake:
-			if pause > 0 {
-				continue // failing: wait out the pause
+			if retry != nil {
+				continue // failing: the try that is due comes with the timer
 			}
-		case <-retry:
+		case <-due:
+			retry = nil
 		}
 		if e.releasePending() {
 			pause = 0
-		} else {
-			pause = min(max(2*pause, keyPollMax), 2*time.Second)
+			continue
 		}
+		pause = min(max(2*pause, keyPollMax), 2*time.Second)
+		retry = time.NewTimer(pause)
 	}
 }
 

@@ -14,7 +14,7 @@ import (
 // made after it arrived, a queue too long for the budget with KindSKUBusy. The error is an *Error.
 func (e *Engine) Sell(ctx context.Context, t Ticket, p inventory.Purchase, log Log) (inventory.Result, error) {
 	res, err := e.sell(ctx, t, p, log)
-	return res, typed(err)
+	return res, e.keepIfUnknown(p.RequestID, typed(err))
 }
 
 func (e *Engine) sell(ctx context.Context, t Ticket, p inventory.Purchase, log Log) (inventory.Result, error) {
