@@ -114,7 +114,7 @@ type Engine struct {
 	// releases ends holdings in the background (keyrelease.go).
 	checkedKeys sync.Map // key -> *atomic.Bool: kept past its answer (keepKey)
 	releases    keyReleases
-	keysHeld    atomic.Int64 // held for changes not yet answered
+	keysHeld    atomic.Int64  // held for changes not yet answered
 	stop        chan struct{} // closed by Close
 	closeOnce   sync.Once
 }

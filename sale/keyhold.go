@@ -31,7 +31,7 @@ func (e *Engine) holdKey(ctx context.Context, key string, fresh bool, orderKeys 
 	waitUntil := arrived.Add(e.cfg.LockTimeout) // for another attempt's holding
 	failures := 0
 	for try, pause := 0, keyPollFirst; ; try, pause = try+1, min(2*pause, keyPollMax) {
-		attempt := newAttempt() // a try's own: a failed try's release deletes only its own row
+		attempt := newAttempt()                                                                    // a try's own: a failed try's release deletes only its own row
 		sctx, cancel := context.WithDeadline(ctx, maxTime(waitUntil, time.Now().Add(time.Second))) // the statement's own bound
 		held, made, err := e.store().HoldKey(sctx, key, attempt, e.cfg.ReplicaID, hold, orderKeys...)
 		cancel()
