@@ -48,8 +48,8 @@ func (r *Recorder) requestFor(replica string, in Input, key string, cancel ownOr
 
 // do sends one change, and again under its key while its answers promise it nothing (Config.Retries),
 // from replica first on, and records it; kept is false when it is left out of the history. got are
-// the orders it was answered for.
-func (r *Recorder) do(ctx context.Context, c, first int, in Input, key string, cancel ownOrder) (out Output, got []ownOrder, kept bool) {
+// the orders it was answered for; retryAfter, the last answer's Retry-After (0 without one).
+func (r *Recorder) do(ctx context.Context, c, first int, in Input, key string, cancel ownOrder) (out Output, got []ownOrder, kept bool, retryAfter time.Duration) {
 	if in.Kind == Cancel {
 		key = cancel.key
 	}
@@ -81,6 +81,7 @@ func (r *Recorder) do(ctx context.Context, c, first int, in Input, key string, c
 				call, sent = acall, true
 			}
 			req, out, got, ret = areq, aout, agot, aret
+			retryAfter = retryAfterOf(header)
 		} else {
 			r.count(in.Kind.String()+" not sent", func(s *Stats) { s.NotSent++ })
 		}
@@ -116,7 +117,7 @@ func (r *Recorder) do(ctx context.Context, c, first int, in Input, key string, c
 		time.Sleep(r.retryPause(header))
 	}
 	if !sent {
-		return Output{Result: Unknown, Short: -1, Answer: "cut"}, nil, false // no attempt reached a replica: nothing can have changed
+		return Output{Result: Unknown, Short: -1, Answer: "cut"}, nil, false, 0 // no attempt reached a replica: nothing can have changed
 	}
 	meta := fmt.Sprintf("key %s: %s", key, strings.Join(answered, ", "))
 	if in.Kind == Cancel {
@@ -135,13 +136,13 @@ func (r *Recorder) do(ctx context.Context, c, first int, in Input, key string, c
 	}
 	switch {
 	case out.Result == Refused, in.Kind == Read && out.Result != OK:
-		return out, nil, false // it changed nothing, so no operation can have seen it
+		return out, nil, false, retryAfter // it changed nothing, so no operation can have seen it
 	case out.Result == Unknown:
 		r.stats.Unknown++
 	}
 	r.hist = append(r.hist, op)
 	r.reqs = append(r.reqs, req)
-	return out, got, true
+	return out, got, true, retryAfter
 }
 
 // sendAttempt sends one attempt of client c, which gives up after GiveUpAfter if impatient.
@@ -157,10 +158,18 @@ func (r *Recorder) sendAttempt(ctx context.Context, c int, req request) (int, []
 // retryPause is the wait before a retry: the answer's Retry-After (request_in_progress gives
 // one), or RetryPause.
 func (r *Recorder) retryPause(h http.Header) time.Duration {
+	if d := retryAfterOf(h); d > 0 {
+		return d
+	}
+	return r.cfg.RetryPause
+}
+
+// retryAfterOf is an answer's Retry-After, in whole seconds; 0 without one.
+func retryAfterOf(h http.Header) time.Duration {
 	if s, err := strconv.Atoi(h.Get("Retry-After")); err == nil && s > 0 {
 		return time.Duration(s) * time.Second
 	}
-	return r.cfg.RetryPause
+	return 0
 }
 
 // classify reads an answer by its promise to a first attempt or a retry (answers.OfAttempt): done (OK, with what it says of the stock),

@@ -70,7 +70,8 @@ type Config struct {
 	// answer's Retry-After (RetryPause when it gives none), up to Retries times. A change refused
 	// ("nothing was changed") is not: the client's next change has a new key, as the promise
 	// allows. The history holds the change once, from its first attempt's call to its last's
-	// answer, which decides it. 0: every change is sent once.
+	// answer, which decides it. A purchase or cart refused with a Retry-After (sku_busy) is sent
+	// again after it, under a new key. 0: every change is sent once.
 	Retries    int
 	RetryPause time.Duration // default 100 ms
 	// Impatient is the share of clients, from 0 to 1, that give up on each request after
@@ -178,7 +179,9 @@ type Stats struct {
 	DoneUnchecked int
 	// Retried counts the changes sent more than once under their key (Config.Retries), Retries
 	// the attempts after the first, and GaveUp the attempts an impatient client gave up on.
-	Retried, Retries, GaveUp int
+	// Resent counts the purchases and carts refused with a Retry-After and sent again after it,
+	// under a new key.
+	Retried, Retries, GaveUp, Resent int
 }
 
 // History is a recorded history, ready to check.
@@ -366,6 +369,7 @@ func (r *Recorder) client(ctx context.Context, c int) {
 	defer r.wg.Done()
 	rng := rand.New(rand.NewPCG(r.cfg.Seed, uint64(c)))
 	var mine []ownOrder
+	var again *Input // a refused purchase or cart to send again under a new key (Config.Retries)
 	for i := 0; ; i++ {
 		if r.stop.Load() || ctx.Err() != nil || r.ops.Add(1) > int64(r.cfg.MaxOps) {
 			return
@@ -375,6 +379,9 @@ func (r *Recorder) client(ctx context.Context, c int) {
 		var in Input
 		var cancel ownOrder
 		switch p := rng.IntN(100); {
+		case again != nil:
+			in, again = *again, nil
+			r.count("", func(s *Stats) { s.Resent++ })
 		case p < 25:
 			in = Input{Kind: Read, SKU: rng.IntN(2)}
 		case p < 80 || len(mine) == 0:
@@ -391,9 +398,12 @@ func (r *Recorder) client(ctx context.Context, c int) {
 			in.Qty[cancel.sku] = cancel.qty
 		}
 		key := fmt.Sprintf("lc-%s-%d-%d", r.run, c, i)
-		out, got, kept := r.do(ctx, c, first, in, key, cancel)
+		out, got, kept, wait := r.do(ctx, c, first, in, key, cancel)
 		mine = append(mine, got...)
 		switch {
+		case r.cfg.Retries > 0 && out.Result == Refused && wait > 0 && (in.Kind == Buy || in.Kind == Cart):
+			again = &in // refused with a Retry-After (sku_busy): sent again after it, under a new key
+			time.Sleep(wait)
 		case !kept || out.Result == Unknown:
 			time.Sleep(50 * time.Millisecond) // do not hammer a replica that is down
 		case r.cfg.Pause > 0 && !r.eager(c):

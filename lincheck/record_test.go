@@ -3,11 +3,13 @@ package lincheck
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -44,6 +46,13 @@ type shop struct {
 	retryLies bool
 	inFlight  map[string]bool
 	replies   map[string]map[string]any // a key's 201, replayed
+	// busyEvery answers every busyEvery-th new key 503 sku_busy with Retry-After 1; resentAfter
+	// records, for each client's body so refused, how long after the refusal that client sent it
+	// again under another key.
+	busyEvery   int
+	busyKeys    int
+	refusedAt   map[string]time.Time
+	resentAfter []time.Duration
 }
 
 type order struct {
@@ -54,7 +63,7 @@ type order struct {
 
 func newShop(racy bool) *shop {
 	return &shop{racy: racy, stock: map[string]int64{}, orders: map[int64]order{}, cancelled: map[int64]bool{}, keys: map[string]bool{},
-		inFlight: map[string]bool{}, replies: map[string]map[string]any{}}
+		inFlight: map[string]bool{}, replies: map[string]map[string]any{}, refusedAt: map[string]time.Time{}}
 }
 
 func (s *shop) get(sku string) int64 { s.mu.Lock(); defer s.mu.Unlock(); return s.stock[sku] }
@@ -223,6 +232,26 @@ func (s *shop) purchase(w http.ResponseWriter, r *http.Request) {
 		defer func() { s.mu.Lock(); delete(s.inFlight, key); s.mu.Unlock() }()
 	}
 	s.mu.Unlock()
+	if s.busyEvery > 0 && !seen && !busy {
+		client := strings.Split(key, "-")[2] // lc-<run>-<client>-<n>
+		body := fmt.Sprint(client, b.SKU, b.Qty, b.Items)
+		s.mu.Lock()
+		s.busyKeys++
+		refuse := s.busyKeys%s.busyEvery == 0
+		if at, ok := s.refusedAt[body]; ok && !refuse {
+			s.resentAfter = append(s.resentAfter, time.Since(at))
+			delete(s.refusedAt, body)
+		}
+		if refuse {
+			s.refusedAt[body] = time.Now()
+		}
+		s.mu.Unlock()
+		if refuse {
+			w.Header().Set("Retry-After", "1")
+			answer(w, 503, map[string]string{"code": "sku_busy"})
+			return
+		}
+	}
 	switch {
 	case seen:
 		answer(w, 200, replay)
@@ -472,5 +501,34 @@ func TestARetryToldNothingWhileItsKeySellsIsCaught(t *testing.T) {
 				t.Errorf("lies %v, Porcupine: %s", lies, v.Outcome)
 			}
 		})
+	}
+}
+
+// A purchase or cart refused with a Retry-After (sku_busy) is sent again after it, under a new
+// key, as a client who reads the answer does.
+func TestARefusedChangeIsResentAfterRetryAfter(t *testing.T) {
+	sh := newShop(false)
+	sh.busyEvery = 7
+	srv := httptest.NewServer(sh)
+	t.Cleanup(srv.Close)
+	h, err := Record(context.Background(), Config{Replicas: []string{srv.URL}, AdminToken: "x", Stock: 1000, Clients: 4,
+		Duration: 2500 * time.Millisecond, MaxOps: 400, Pause: 20 * time.Millisecond, Seed: 1, Retries: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh.mu.Lock()
+	resent := slices.Clone(sh.resentAfter)
+	sh.mu.Unlock()
+	t.Logf("%d refused with Retry-After, resent %d (%v), answers %v", h.Stats.Answers["buy 503 sku_busy"]+h.Stats.Answers["cart 503 sku_busy"], h.Stats.Resent, resent, h.Stats.Answers)
+	if h.Stats.Resent == 0 || len(resent) == 0 {
+		t.Fatalf("no refused change was sent again: stats %+v", h.Stats)
+	}
+	for _, d := range resent {
+		if d < 950*time.Millisecond {
+			t.Errorf("a refused change was sent again %v after its Retry-After of 1 s", d)
+		}
+	}
+	if h.Stats.BrokenPromises != 0 || !h.Check(30*time.Second).Linearizable() {
+		t.Errorf("broken %v; the honest shop's history must pass", h.Broken)
 	}
 }
