@@ -66,11 +66,12 @@ const (
 	nemesisPairs    = 2 // histories of two SKUs each, checked apart: the model's unit is a pair
 	nemesisClients  = 5 // per pair, round-robin over the replicas
 	// The clients retry as people write them (lincheck.Config.Retries): up to three times under a
-	// change's key, on the next replica; two of each pair's five give up after a second, far
-	// inside the replicas' LOCK_TIMEOUT, and one sends without a pause.
+	// change's key, on the next replica; two of each pair's five give up after 2.5 s, inside the
+	// replicas' LOCK_TIMEOUT of 5 s and past the 2 s within which an attempt holds its key or
+	// makes nothing, and one sends without a pause.
 	nemesisRetries   = 3
 	nemesisImpatient = 0.4
-	nemesisGiveUp    = time.Second
+	nemesisGiveUp    = 2500 * time.Millisecond
 	nemesisEager     = 0.2
 )
 
