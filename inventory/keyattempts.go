@@ -93,9 +93,14 @@ func (s *Store) ReleaseKeys(ctx context.Context, held []HeldKey) error {
 	if len(held) == 0 {
 		return nil
 	}
+	// request_id IN (...) lets the primary key find the rows: with the pairs alone the server
+	// scans the table, locking every row under the holdings being inserted meanwhile.
 	var q strings.Builder
-	q.WriteString("DELETE FROM key_attempts WHERE (request_id, attempt) IN (")
-	args := make([]any, 0, 2*len(held))
+	q.WriteString("DELETE FROM key_attempts WHERE request_id IN (?" + strings.Repeat(", ?", len(held)-1) + ") AND (request_id, attempt) IN (")
+	args := make([]any, 0, 3*len(held))
+	for _, h := range held {
+		args = append(args, h.Key)
+	}
 	for i, h := range held {
 		if i > 0 {
 			q.WriteString(", ")
