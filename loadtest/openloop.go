@@ -86,6 +86,7 @@ func runOpenMode(ctx context.Context, a *api, cfg Config, mode string, rate, sto
 	total := countPlan(rate, cfg.Duration)
 	samples := make([]sample, total)
 	pick := newPicker(cfg, 1)
+	falseRefused := countFalseRefusals(ctx, a, cfg.Targets)
 	progress.Start(fmt.Sprintf("%s %d/s", mode, rate), total)
 	var (
 		wg       sync.WaitGroup
@@ -136,6 +137,7 @@ func runOpenMode(ctx context.Context, a *api, cfg Config, mode string, rate, sto
 		return Row{}, err
 	}
 	row := summarize(mode, cfg, samples, elapsed, audits)
+	row.FalseRefusals = falseRefused()
 	row.Open = openLoopStats(cfg, rate, samples, time.Duration(lastSend.Load()), row)
 	return row, nil
 }

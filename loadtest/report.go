@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -63,6 +65,10 @@ type Row struct {
 	Latency        []LatencyPoint `json:"latency"`
 	Sales          []Sale         `json:"sales"`
 	Open           *OpenLoop      `json:"open_loop,omitempty"` // the open loop's rates and answer classes (-rate)
+	// FalseRefusals are the sku_busy refusals the replicas found false during the mode's run
+	// (zkstock_false_refusals_total: the queue served the buyer's turn within the budget); nil
+	// when a replica's metrics could not be read.
+	FalseRefusals *int64 `json:"false_refusals,omitempty"`
 }
 
 // LatencyPoint is one point of the latency distribution.
@@ -150,7 +156,23 @@ func (row Row) cells() []string {
 		fmt.Sprintf("%.0f", row.Throughput), fmt.Sprintf("%.1f", row.P50), fmt.Sprintf("%.1f", row.P95), fmt.Sprintf("%.1f", row.P99)}
 }
 
-func itoa(n int) string  { return fmt.Sprint(n) }
+func itoa(n int) string { return fmt.Sprint(n) }
+
+// codeList is error codes and their counts, the most frequent first ("sku_busy 12, lock_unavailable 3").
+func codeList(codes map[string]int) string {
+	names := slices.Collect(maps.Keys(codes))
+	slices.SortFunc(names, func(a, b string) int {
+		if d := codes[b] - codes[a]; d != 0 {
+			return d
+		}
+		return strings.Compare(a, b)
+	})
+	parts := make([]string, len(names))
+	for i, n := range names {
+		parts[i] = fmt.Sprintf("%s %d", n, codes[n])
+	}
+	return strings.Join(parts, ", ")
+}
 func i64(n int64) string { return fmt.Sprint(n) }
 
 // WriteTable prints the rows as an aligned text table.
@@ -180,6 +202,18 @@ func (r *Report) WriteTable(w io.Writer) error {
 				worst = "the worst off is " + row.WorstSKU
 			}
 			if _, err := fmt.Fprintf(w, "%s: %d SKUs, figures summed over them; %s\n", row.Mode, row.SKUs, worst); err != nil {
+				return err
+			}
+		}
+		if row.Errors > 0 {
+			if _, err := fmt.Fprintf(w, "%s: error answers by code: %s\n", row.Mode, codeList(row.ErrorCodes)); err != nil {
+				return err
+			}
+		}
+		if code := row.ErrorCodes["sku_busy"]; code > 0 || (row.FalseRefusals != nil && *row.FalseRefusals > 0) {
+			found := Count(row.FalseRefusals)
+			if _, err := fmt.Fprintf(w, "%s: %d purchases refused sku_busy; found false by the replicas (the queue would have served them within the budget): %s\n",
+				row.Mode, code, found); err != nil {
 				return err
 			}
 		}

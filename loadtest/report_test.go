@@ -33,3 +33,29 @@ func TestReportJSONLeavesTheAdminTokenOut(t *testing.T) {
 		t.Fatalf("the report carries the admin token: %s", b)
 	}
 }
+
+func TestTableNamesErrorCodesAndFalseRefusals(t *testing.T) {
+	two, unknown := int64(2), (*int64)(nil)
+	r := Report{Rows: []Row{
+		{Mode: "zk", Requests: 10, Errors: 4, ErrorCodes: map[string]int{"sku_busy": 3, "lock_unavailable": 1}, FalseRefusals: &two},
+		{Mode: "db-cas", Requests: 10, Errors: 1, ErrorCodes: map[string]int{"sku_busy": 1}, FalseRefusals: unknown},
+		{Mode: "none", Requests: 10},
+	}}
+	var b strings.Builder
+	if err := r.WriteTable(&b); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{
+		"zk: error answers by code: sku_busy 3, lock_unavailable 1\n",
+		"zk: 3 purchases refused sku_busy; found false by the replicas (the queue would have served them within the budget): 2\n",
+		"db-cas: 1 purchases refused sku_busy; found false by the replicas (the queue would have served them within the budget): unknown\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the table lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "none: error answers") || strings.Contains(out, "none: 0 purchases") {
+		t.Errorf("a row without errors has notes:\n%s", out)
+	}
+}

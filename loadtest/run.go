@@ -74,6 +74,7 @@ func runMode(ctx context.Context, a *api, cfg Config, mode string, progress Prog
 		return Row{}, err
 	}
 	pick := newPicker(cfg, 1) // the same products for every mode: the modes are compared on one load
+	falseRefused := countFalseRefusals(ctx, a, cfg.Targets)
 	progress.Start(mode, cfg.Requests)
 	start := time.Now()
 	sem := make(chan struct{}, cfg.Concurrency)
@@ -112,7 +113,9 @@ func runMode(ctx context.Context, a *api, cfg Config, mode string, progress Prog
 	if err != nil {
 		return Row{}, err
 	}
-	return summarize(mode, cfg, samples, elapsed, audits), nil
+	row := summarize(mode, cfg, samples, elapsed, audits)
+	row.FalseRefusals = falseRefused()
+	return row, nil
 }
 
 // auditAll reads every product's audit.
