@@ -175,3 +175,26 @@ func TestSoldOutTellsAdmissionTheStockItRead(t *testing.T) {
 		t.Fatalf("admission was told %v; want the 5 read, last", told)
 	}
 }
+
+// A sell-out sends this replica's queue away (each waiter answered out_of_stock, none in flight
+// here), while the other replicas' nodes still stand in the fleet's queue. A buyer arriving then is
+// answered by the sell-out within a turn and a poll: the stock seen here says so, whatever the
+// queue's length. TestSustainedLoad drew 15-53 sku_busy so at its sell-out once a client's key was
+// held before admission (its look-ups before the lock skipped, buyers reached the queue sooner).
+func TestAdmissionAtASellOutSeenHereWithNothingInFlight(t *testing.T) {
+	a := newAdmission(2500 * time.Millisecond)
+	contenders := 1
+	a.fleet = func(string, LockMode) (queueView, bool) {
+		return queueView{contenders: contenders, turn: 20 * time.Millisecond}, true
+	}
+	t0 := time.Now()
+	leave, err := a.enter("SELLOUT", ModeZK, 1, t0)
+	if err != nil {
+		t.Fatalf("the first buyer, the queue empty: %v", err)
+	}
+	leave(turnEnd{left: 0}) // sent away by the sell-out: the stock it saw, 0
+	contenders = 200        // 4 s of queue: the other replicas' waiters, not yet sent away
+	if _, err := a.enter("SELLOUT", ModeZK, 1, t0.Add(10*time.Millisecond)); err != nil {
+		t.Fatalf("a buyer 10 ms after this replica saw the stock at 0, nothing in flight here, 200 in the fleet's queue: %v; want admitted (the sell-out answers it within a turn and a poll)", err)
+	}
+}
