@@ -25,8 +25,10 @@ type Client struct {
 	closedCh  chan struct{}
 	closeOnce sync.Once
 	bg        sync.WaitGroup // background node removals
-	bgCtx     context.Context
-	bgCancel  context.CancelFunc
+	// containerCreates are the container creates in flight (createContainer), counted under mu.
+	containerCreates sync.WaitGroup
+	bgCtx            context.Context
+	bgCancel         context.CancelFunc
 
 	// Liveness, written by the connection (heard.go) without taking mu.
 	born               time.Time    // origin of the client's monotonic clock
@@ -147,6 +149,9 @@ func (c *Client) Close() error {
 
 		done := make(chan struct{})
 		go func() {
+			// A container create in flight ends with its reply, or with the connection's loss
+			// (go-zookeeper's own timeout): both are safe, an end by Close is not (createContainer).
+			waitAtMost(&c.containerCreates, c.cfg.sessionTimeout)
 			c.conn.Close() // sends closeSession; go-zookeeper waits at most a second for the reply
 			close(done)
 		}()
@@ -183,4 +188,16 @@ func (c *Client) background(f func()) {
 		defer c.bg.Done()
 		f()
 	}()
+}
+
+// waitAtMost waits for wg, at most d.
+func waitAtMost(wg *sync.WaitGroup, d time.Duration) {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	}
 }

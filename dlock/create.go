@@ -247,6 +247,22 @@ func (c *Client) ensureParents(ctx context.Context, dir string) error {
 	return err
 }
 
+// createContainer creates the container node p. go-zookeeper's CreateContainer reads its reply
+// even when Close ended the request (ErrConnectionClosed) while the reply was being decoded, a
+// data race its other requests guard against; so Close waits for the container creates in flight
+// before it closes the connection (closeConn), and none starts once the client is closing.
+func (c *Client) createContainer(p string) (string, error) {
+	c.mu.Lock()
+	if c.state == stateClosed {
+		c.mu.Unlock()
+		return "", ErrClosed
+	}
+	c.containerCreates.Add(1)
+	c.mu.Unlock()
+	defer c.containerCreates.Done()
+	return c.conn.CreateContainer(p, nil, zk.FlagContainer, c.cfg.acl)
+}
+
 // createPath makes each missing node on the way to dir, top down.
 func (c *Client) createPath(ctx context.Context, dir string) error {
 	p := ""
@@ -254,7 +270,7 @@ func (c *Client) createPath(ctx context.Context, dir string) error {
 		p += "/" + part
 		_, err := retry(ctx, c, func() (string, error) {
 			c.stats.creates.Add(1)
-			return c.conn.CreateContainer(p, nil, zk.FlagContainer, c.cfg.acl)
+			return c.createContainer(p)
 		})
 		if err != nil && !errors.Is(err, zk.ErrNodeExists) {
 			return fmt.Errorf("create lock path %s: %w", p, err)
