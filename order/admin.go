@@ -131,7 +131,7 @@ func (s *Server) setLockMode(c *gin.Context) {
 	started := time.Now()
 	mode, err := s.fleet.Switch(c.Request.Context(), string(m), expect)
 	if err != nil {
-		e := switchError(err)
+		e := s.switchError(c.Request.Context(), err, m, expect, mode)
 		s.log.Warn("switch of the fleet's lock mode", "to", m, "code", e.Code, "err", err, "took", time.Since(started).String())
 		abortWith(c, e)
 		return
