@@ -2,6 +2,7 @@ package order
 
 import (
 	"crypto/subtle"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/zkstock/zkstock/dlock/fleet"
 	"github.com/zkstock/zkstock/inventory"
+	"github.com/zkstock/zkstock/sale"
 )
 
 // requireAdmin guards /admin with Authorization: Bearer <ADMIN_TOKEN>; with no token configured
@@ -117,7 +119,8 @@ func (s *Server) setLockMode(c *gin.Context) {
 	}
 	m, err := ParseLockMode(*req.Mode)
 	if err != nil {
-		abortWith(c, newError(http.StatusBadRequest, "invalid_request", err.Error()))
+		s.log.Debug("switch to an unknown lock mode", "err", err)
+		abortWith(c, badRequest(fmt.Sprintf("mode %.64q is not a lock mode: send one of %s", *req.Mode, sale.JoinModes())))
 		return
 	}
 	expect := fleet.AnyVersion
@@ -131,7 +134,7 @@ func (s *Server) setLockMode(c *gin.Context) {
 	started := time.Now()
 	mode, err := s.fleet.Switch(c.Request.Context(), string(m), expect)
 	if err != nil {
-		e := switchError(err)
+		e := s.switchError(c.Request.Context(), err, m, expect, mode)
 		s.log.Warn("switch of the fleet's lock mode", "to", m, "code", e.Code, "err", err, "took", time.Since(started).String())
 		abortWith(c, e)
 		return

@@ -1,9 +1,13 @@
 package order
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/gin-gonic/gin"
 
@@ -145,21 +149,46 @@ func cancelAnswer(err error) *apiError {
 	return saleAnswer(err, aCancellation)
 }
 
-// switchError is the answer to a switch of the fleet's mode that did not happen, or whose outcome
-// is not known here.
-func switchError(err error) *apiError {
+// switchError is the answer to a switch of the fleet's mode to `to` (from version expect, or
+// fleet.AnyVersion) that did not happen, or whose outcome is not known here; cur is the mode the
+// switch found. Its text says what stopped the switch in the admin's words, never the error's
+// (ZooKeeper's paths and replies, Go's wrapping): the caller logs err.
+func (s *Server) switchError(ctx context.Context, err error, to LockMode, expect int32, cur fleet.Mode) *apiError {
 	switch {
 	case errors.Is(err, fleet.ErrCannotRun):
-		return newError(http.StatusConflict, "mode_unavailable", err.Error()+"; the fleet's mode is unchanged")
+		return newError(http.StatusConflict, "mode_unavailable", s.cannotRun(ctx, to)+"; the fleet's mode is unchanged")
 	case errors.Is(err, fleet.ErrVersionConflict):
-		return newError(http.StatusConflict, "version_conflict", err.Error()+"; read GET /admin/lock-mode and try again")
+		return newError(http.StatusConflict, "version_conflict", fmt.Sprintf("the fleet's mode is at version %d, not %d; read GET /admin/lock-mode and try again", cur.Version, expect))
 	case errors.Is(err, fleet.ErrSwitchTimeout):
-		return newError(http.StatusServiceUnavailable, "switch_timeout",
-			err.Error()+" (a change still running, or a replica holding its place): the fleet's mode is unchanged")
+		return newError(http.StatusServiceUnavailable, "switch_timeout", fmt.Sprintf(
+			"the fleet did not let go of the old mode within %v (a change still running, or a replica holding its place): the fleet's mode is unchanged", s.switchBound()))
 	case errors.Is(err, fleet.ErrSwitchUnknown):
 		return newError(http.StatusServiceUnavailable, "switch_unknown", "ZooKeeper did not answer the switch's write: it may or may not be in force; read GET /admin/lock-mode")
 	}
-	return newError(http.StatusServiceUnavailable, "switch_failed", "the switch could not be made ("+err.Error()+"); the fleet's mode is unchanged")
+	return newError(http.StatusServiceUnavailable, "switch_failed", "ZooKeeper did not answer the switch's reads, or refused its write (this replica's log says which); the fleet's mode is unchanged")
+}
+
+// cannotRun names the members that cannot run mode to and what each runs: this replica as its
+// engine says, the others as their member nodes do (read again: the switch's own read is not
+// kept).
+func (s *Server) cannotRun(ctx context.Context, to LockMode) string {
+	var who []string
+	if s.sales.CanRun(to) != nil {
+		who = append(who, fmt.Sprintf("member %s cannot run %q (it runs %s)", s.cfg.ReplicaID, to, strings.Join(s.sales.Runnable(), ", ")))
+	}
+	members, err := s.fleet.Members(ctx)
+	if err != nil {
+		s.log.Warn("read the fleet's members", "err", err)
+	}
+	for _, mi := range members {
+		if mi.ID != s.cfg.ReplicaID && !slices.Contains(mi.Modes, string(to)) {
+			who = append(who, fmt.Sprintf("member %s cannot run %q (it runs %s)", mi.ID, to, strings.Join(mi.Modes, ", ")))
+		}
+	}
+	if len(who) == 0 { // the member that could not has left since
+		return fmt.Sprintf("a member of the fleet cannot run %q (this replica's log names it)", to)
+	}
+	return strings.Join(who, "; ")
 }
 
 // readError is the answer to a read of a product the database did not give.

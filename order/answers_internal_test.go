@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/zkstock/zkstock/dlock/fleet"
 	"github.com/zkstock/zkstock/internal/answers"
 	"github.com/zkstock/zkstock/sale"
 )
@@ -47,5 +50,39 @@ func TestEveryKindIsAnsweredAsItsPromise(t *testing.T) {
 	short := saleAnswer(&sale.Error{Kind: sale.KindOutOfStock, Err: errors.New("short"), SKU: "A"}, aCart)
 	if short.SKU != "A" {
 		t.Errorf("a cart's short item is not named: %+v", short)
+	}
+}
+
+// The answers to a switch that failed say what stopped it, never the error's text (ZooKeeper's
+// replies, addresses, the fleet's wrapping): issue 50, finding 6. mode_unavailable, which reads
+// the fleet's members, is checked against real servers (TestSwitchAndReadinessAnswersCarryNoInternals).
+func TestSwitchAnswersCarryNoInternals(t *testing.T) {
+	s := &Server{cfg: Config{SwitchTimeout: 7 * time.Second}}
+	inner := errors.New("zk: connection closed: read tcp 127.0.0.1:40112->127.0.0.1:2181: i/o timeout")
+	for _, tc := range []struct {
+		err  error
+		code string
+	}{
+		{fmt.Errorf("%w: it is 5, not 3", fleet.ErrVersionConflict), "version_conflict"},
+		{fmt.Errorf("%w (waited 7s for /zkstock/fleets/f)", fleet.ErrSwitchTimeout), "switch_timeout"},
+		{fmt.Errorf("%w: switch to %q: %w", fleet.ErrSwitchUnknown, "zk", inner), "switch_unknown"},
+		{fmt.Errorf("fleet: switch: take the barrier: %w", inner), "switch_failed"},
+		{inner, "switch_failed"},
+	} {
+		e := s.switchError(context.Background(), tc.err, ModeZK, 3, fleet.Mode{Name: "zk", Version: 5})
+		if e.Code != tc.code {
+			t.Errorf("%v: %s, want %s", tc.err, e.Code, tc.code)
+		}
+		if _, ok := answers.Lookup(e.Status, e.Code); !ok {
+			t.Errorf("%v: %d %s is not in answers.Table", tc.err, e.Status, e.Code)
+		}
+		for _, internal := range []string{"zk:", "fleet:", "127.0.0.1", "read tcp", "/zkstock/"} {
+			if strings.Contains(e.Message, internal) {
+				t.Errorf("%v: the text %q shows %q", tc.err, e.Message, internal)
+			}
+		}
+	}
+	if e := s.switchError(context.Background(), fleet.ErrVersionConflict, ModeZK, 3, fleet.Mode{Name: "zk", Version: 5}); !strings.Contains(e.Message, "at version 5, not 3") {
+		t.Errorf("version_conflict: %q, want both versions", e.Message)
 	}
 }

@@ -75,6 +75,11 @@ func (s *Server) cancelOrder(c *gin.Context) {
 		defer done()
 		mode = ticket.Mode()
 		log = sale.NewLog(s.log, slog.Int64("order", id), slog.String("mode", string(mode)))
+		if e := s.vetOrderLock(ctx, mode, id, allowed); e != nil { // a lock path another identity made: refused, not waited on
+			s.metrics.cancellations.WithLabelValues(e.Code).Inc()
+			abortWith(c, e)
+			return
+		}
 		if res, err = s.sales.Cancel(ctx, ticket, id, allowed, log); err != nil {
 			refuse(err, true)
 			return

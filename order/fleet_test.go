@@ -153,6 +153,9 @@ func TestReplicaCutOffFromZooKeeperStartsNoChange(t *testing.T) {
 	}
 	if rep := call(t, "GET", cut.URL+"/readyz", ""); rep.status != 503 {
 		t.Fatalf("readyz while cut off: %d %s", rep.status, rep.raw)
+	} else {
+		msg, _ := rep.body["error"].(string)
+		checkNoInternals(t, "readyz while cut off", msg) // issue 50, finding 6: it showed the fleet's and ZooKeeper's errors
 	}
 	if rep := admin(t, rs[0], "PUT", "/admin/lock-mode", `{"mode":"db-cas"}`); rep.status != 200 {
 		t.Fatalf("switch beside a cut-off replica: %d %s", rep.status, rep.raw)

@@ -171,6 +171,8 @@ var apiSeeds = []apiSeed{
 	{"GET", "/assets/..", "", "", "", ``},
 	// Names with more than one reading: twice, in another case, by Unicode folding.
 	{"POST", "/v1/orders", "application/json", "", "", `{"sku":"FUZZ-0","sku":"FUZZ-1","qty":1}`},
+	{"POST", "/v1/orders", "application/json", "", "", `{"sku":"FUZZ-0","\u0073ku":"FUZZ-1","qty":1}`},
+	{"POST", "/v1/orders", "application/json", "", "", `{"items":[{"sku":"FUZZ-0","sku":"FUZZ-1","qty":1}]}`},
 	{"POST", "/v1/orders", "application/json", "", "", `{"SKU":"FUZZ-1","QTY":1}`},
 	{"POST", "/v1/orders", "application/json", "", "", `{"ſku":"FUZZ-1","qty":1}`},
 	{"POST", "/v1/orders", "application/json", "", "", `{"Items":[{"sku":"FUZZ-0","qty":1}],"items":[{"sku":"FUZZ-1","qty":1}]}`},
@@ -247,6 +249,25 @@ func ambiguousNames(body []byte) bool {
 			}
 		}
 		value()
+	}
+}
+
+// The fuzz property's judge of "more than one reading" is not vacuous: it finds every form of
+// issue 50's finding 3 (a name twice, escaped or not, at any depth; in another case; by Unicode
+// folding), and passes a body with one reading (the same names in two objects of a cart).
+func TestAmbiguousNamesFindsEveryOtherReading(t *testing.T) {
+	for _, b := range []string{
+		`{"sku":"P2","sku":"P1","qty":1}`, `{"sku":"P2","\u0073ku":"P1","qty":1}`, `{"items":[{"sku":"P2","sku":"P1","qty":1}]}`,
+		`{"SKU":"P1","QTY":1}`, `{"ſku":"P1","qty":1}`, "{\"\u212aey\":1,\"key\":2}", `{"Items":[],"items":[]}`, `{"Request_Id":"k"}`,
+	} {
+		if !ambiguousNames([]byte(b)) {
+			t.Errorf("%s: not found to have more than one reading", b)
+		}
+	}
+	for _, b := range []string{`{"sku":"P1","qty":1}`, `{"items":[{"sku":"A","qty":1},{"sku":"B","qty":1}]}`, `{"extra":1}`} {
+		if ambiguousNames([]byte(b)) {
+			t.Errorf("%s: found to have more than one reading", b)
+		}
 	}
 }
 

@@ -69,7 +69,18 @@ func checkJSONRefusal(t *testing.T, what string, a rawAnswer, status int, code s
 	if _, ok := answers.Lookup(a.status, got); !ok && a.status >= 400 {
 		t.Errorf("%s: %d %s is not in answers.Table", what, a.status, got)
 	}
-	for _, internal := range []string{"127.0.0.1", "read tcp", "i/o timeout", "order.", "Go value", "json:"} {
+	checkNoInternals(t, what, msg)
+}
+
+// serverInternals are what an answer's text must not show: addresses, Go's network errors, Go
+// types and JSON errors, and the wrapped errors of ZooKeeper, dlock and the fleet.
+var serverInternals = []string{"127.0.0.1", "read tcp", "dial tcp", "i/o timeout", "order.", "Go value", "json:",
+	"zk:", "dlock:", "fleet:", "context deadline", "context canceled", "/zkstock/"}
+
+// checkNoInternals fails if msg, an answer's text, shows any of serverInternals.
+func checkNoInternals(t *testing.T, what, msg string) {
+	t.Helper()
+	for _, internal := range serverInternals {
 		if strings.Contains(msg, internal) {
 			t.Errorf("%s: the text %q shows the server's internals (%q)", what, msg, internal)
 		}

@@ -20,33 +20,10 @@ import (
 // deletes it and makes it anew, its own. On the code before, the purchase waited LOCK_TIMEOUT
 // (3 s here) and answered 503 lock_unavailable.
 func TestSquattedLockPathIsRefused(t *testing.T) {
-	servers := testenv.ZKServers(t)
-	owner := testenv.ZKConn(t, servers) // zkstock's identity
 	sku := fmt.Sprintf("SQ-%d", time.Now().UnixNano())
+	owner, stranger := squatLockPath(t, sku)
 	path := order.LockRoot + "/" + sku
-	testenv.DeleteZKTreeAtCleanup(t, servers, path)
-	// Before the first start the lock root is open to all, as on a fresh ensemble (the replicas'
-	// start closes it again, as it does a fresh ensemble's).
 	open := zk.WorldACL(zk.PermAll)
-	for _, p := range []string{"/zkstock", "/zkstock/locks", order.LockRoot} {
-		if _, err := owner.Create(p, nil, 0, open); err != nil && !errors.Is(err, zk.ErrNodeExists) {
-			t.Fatal(err)
-		}
-	}
-	if _, err := owner.SetACL(order.LockRoot, open, -1); err != nil {
-		t.Fatal(err)
-	}
-	stranger, _, err := zk.Connect(servers, 10*time.Second, zk.WithLogInfo(false))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stranger.Close()
-	if _, err := stranger.Create(path, nil, 0, open); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := stranger.Create(path+"/_c_00000000-0000-0000-0000-000000000000-lock-", nil, zk.FlagEphemeralSequential, open); err != nil {
-		t.Fatal(err)
-	}
 
 	r := newCluster(t, 1, clusterOpts{LockTimeout: 3 * time.Second})[0]
 	resetStock(t, r, sku, 5)
@@ -71,21 +48,116 @@ func TestSquattedLockPathIsRefused(t *testing.T) {
 	}
 
 	// The squatter leaves: the path, empty, is deleted and made anew with zkstock's ACL.
+	squatterLeaves(t, owner, stranger, path)
+	if rep := buy(t, r, sku, 1, "sq-2"); rep.status != 201 {
+		t.Fatalf("a purchase once the squatter left: %d %s", rep.status, rep.raw)
+	}
+	if acl, _, err := owner.GetACL(path); err == nil && len(acl) == 1 && acl[0] == open[0] {
+		t.Errorf("the lock path is still open to all after zkstock made it anew: %v", acl)
+	}
+}
+
+// squatLockPath plays finding 1's setup: on an ensemble where zkstock has not run yet (the lock
+// root open to all, as on a fresh one: the replicas' start closes it again), a client without
+// zkstock's credentials makes sku's lock path and queues in it. It returns zkstock's own
+// connection (owner) and the squatter's, which holds its node until closed.
+func squatLockPath(t *testing.T, sku string) (owner, stranger *zk.Conn) {
+	t.Helper()
+	servers := testenv.ZKServers(t)
+	owner = testenv.ZKConn(t, servers) // zkstock's identity
+	path := order.LockRoot + "/" + sku
+	testenv.DeleteZKTreeAtCleanup(t, servers, path)
+	open := zk.WorldACL(zk.PermAll)
+	for _, p := range []string{"/zkstock", "/zkstock/locks", order.LockRoot} {
+		if _, err := owner.Create(p, nil, 0, open); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			t.Fatal(err)
+		}
+	}
+	if _, err := owner.SetACL(order.LockRoot, open, -1); err != nil {
+		t.Fatal(err)
+	}
+	stranger, _, err := zk.Connect(servers, 10*time.Second, zk.WithLogInfo(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stranger.Close)
+	if _, err := stranger.Create(path, nil, 0, open); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stranger.Create(path+"/_c_00000000-0000-0000-0000-000000000000-lock-", nil, zk.FlagEphemeralSequential, open); err != nil {
+		t.Fatal(err)
+	}
+	return owner, stranger
+}
+
+// squatterLeaves closes the squatter's session and waits until its node under path is gone.
+func squatterLeaves(t *testing.T, owner, stranger *zk.Conn, path string) {
+	t.Helper()
 	stranger.Close()
 	for deadline := time.Now().Add(10 * time.Second); ; {
 		kids, _, err := owner.Children(path)
 		if err == nil && len(kids) == 0 {
-			break
+			return
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("the squatter's node outlived its session: %v %v", kids, err)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if rep := buy(t, r, sku, 1, "sq-2"); rep.status != 201 {
-		t.Fatalf("a purchase once the squatter left: %d %s", rep.status, rep.raw)
+}
+
+// Finding 1, for cancellations: a cancellation takes its order's SKU's lock as a purchase does, so
+// a squatted lock path must refuse it the same way, at once, 503 lock_path_foreign, whoever asks
+// (the key's holder, the admin), and change nothing; a caller with a wrong key is told wrong_key,
+// not what lock the order's SKU has. The order is bought in a mode whose lock is not a ZooKeeper
+// path (db-forupdate), then the fleet switched back to zk. On the code before, the cancellation
+// queued behind the squatter's node and answered 503 lock_unavailable after LOCK_TIMEOUT (3 s).
+func TestCancelOnASquattedLockPathIsRefused(t *testing.T) {
+	sku := fmt.Sprintf("SQC-%d", time.Now().UnixNano())
+	owner, stranger := squatLockPath(t, sku)
+
+	r := newCluster(t, 1, clusterOpts{LockTimeout: 3 * time.Second})[0]
+	resetStock(t, r, sku, 5)
+	switchTo := func(mode string) {
+		t.Helper()
+		if rep := admin(t, r, "PUT", "/admin/lock-mode", fmt.Sprintf(`{"mode":%q}`, mode)); rep.status != 200 {
+			t.Fatalf("switch to %s: %d %s", mode, rep.status, rep.raw)
+		}
 	}
-	if acl, _, err := owner.GetACL(path); err == nil && len(acl) == 1 && acl[0] == open[0] {
-		t.Errorf("the lock path is still open to all after zkstock made it anew: %v", acl)
+	switchTo("db-forupdate")
+	const key = "sqc-bought-0d9f1c7e-5b0a-4c1e-9a63-2f7d8e4b6a10"
+	bought := buy(t, r, sku, 2, key)
+	if bought.status != 201 {
+		t.Fatalf("a purchase in db-forupdate: %d %s", bought.status, bought.raw)
+	}
+	id := bought.orderID()
+	switchTo("zk")
+
+	cancelURL := fmt.Sprintf("%s/v1/orders/%d/cancel", r.URL, id)
+	start := time.Now()
+	rep := call(t, "POST", cancelURL, fmt.Sprintf(`{"request_id":%q}`, key))
+	took := time.Since(start)
+	if rep.status != 503 || rep.code() != "lock_path_foreign" { // the code before: 503 lock_unavailable, after 3 s
+		t.Fatalf("a cancellation on a squatted lock path: %d %s after %v, want 503 lock_path_foreign", rep.status, rep.raw, took)
+	}
+	if took > time.Second {
+		t.Errorf("a cancellation on a squatted lock path was answered after %v: it waited", took)
+	}
+	if rep := call(t, "POST", cancelURL, "", "Authorization", "Bearer "+adminToken, "Content-Type", "application/json"); rep.status != 503 || rep.code() != "lock_path_foreign" {
+		t.Errorf("the admin's cancellation on a squatted lock path: %d %s, want 503 lock_path_foreign", rep.status, rep.raw)
+	}
+	if rep := call(t, "POST", cancelURL, `{"request_id":"not-the-key"}`); rep.status != 403 || rep.code() != "wrong_key" {
+		t.Errorf("a cancellation with a wrong key: %d %s, want 403 wrong_key (the lock path is none of its business)", rep.status, rep.raw)
+	}
+	if a := auditOf(t, r, sku); a.Orders != 1 || a.Stock != 3 || a.Cancelled != 0 {
+		t.Fatalf("refused cancellations changed the stock or the order: %+v", a)
+	}
+
+	squatterLeaves(t, owner, stranger, order.LockRoot+"/"+sku)
+	if rep := call(t, "POST", cancelURL, fmt.Sprintf(`{"request_id":%q}`, key)); rep.status != 200 {
+		t.Fatalf("a cancellation once the squatter left: %d %s", rep.status, rep.raw)
+	}
+	if a := auditOf(t, r, sku); a.Stock != 5 || a.Cancelled != 1 {
+		t.Fatalf("after the cancellation: %+v, want the stock back at 5 and one order cancelled", a)
 	}
 }

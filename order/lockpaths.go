@@ -90,13 +90,19 @@ func foreignLockPath(sku string) *apiError {
 		"the lock of "+sku+" is held in a ZooKeeper path another identity made, which zkstock does not queue in: nothing was changed; the operator is told in the replica's log how to repair it")
 }
 
+// vetsLocks says whether a change in mode has its lock paths vetted: not in the modes whose
+// locks are not ZooKeeper paths, nor with an open ACL (ZK_OPEN_ACL).
+func (s *Server) vetsLocks(mode LockMode) bool {
+	return strings.HasPrefix(string(mode), "zk") && !slices.Equal(s.locks.ACL(), zk.WorldACL(zk.PermAll))
+}
+
 // vetLocks vets the lock paths of skus, for a change in mode: nil when the change may take its
-// locks; the modes whose locks are not ZooKeeper paths, and an open ACL (ZK_OPEN_ACL), pass.
+// locks (always, when !vetsLocks(mode)).
 func (s *Server) vetLocks(ctx context.Context, mode LockMode, skus ...string) *apiError {
-	acl := s.locks.ACL()
-	if !strings.HasPrefix(string(mode), "zk") || slices.Equal(acl, zk.WorldACL(zk.PermAll)) {
+	if !s.vetsLocks(mode) {
 		return nil
 	}
+	acl := s.locks.ACL()
 	lp := &s.lockPaths
 	for _, sku := range skus {
 		path := lockPath(sku)
@@ -132,6 +138,21 @@ func (s *Server) vetLocks(ctx context.Context, mode LockMode, skus ...string) *a
 		}
 	}
 	return nil
+}
+
+// vetOrderLock is vetLocks for a cancellation of order id, whose SKU names the lock: one more
+// read of the order, in the modes that vet. An order not found, not the caller's (allowed) or
+// cancelled already takes no lock and passes, as does a read that failed: Cancel answers them
+// (so that a refusal never tells a caller without the key what the order is).
+func (s *Server) vetOrderLock(ctx context.Context, mode LockMode, id int64, allowed func(inventory.Order) bool) *apiError {
+	if !s.vetsLocks(mode) {
+		return nil
+	}
+	o, found, err := s.db().OrderByID(ctx, id)
+	if err != nil || !found || !allowed(o) || o.CancelledAt != nil {
+		return nil
+	}
+	return s.vetLocks(ctx, mode, o.SKU)
 }
 
 func logForeignLockPath(log *slog.Logger, path string, have []zk.ACL, children int) {

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -234,9 +235,25 @@ func (s *Server) ready(c *gin.Context) {
 		msg += " database unreachable;"
 	}
 	if fleetErr != nil {
-		msg += " fleet: " + fleetErr.Error() + ";"
+		msg += " " + s.notServing(fleetErr) + ";"
 	}
+	s.log.Debug("not ready", "zookeeper_up", zkUp, "database_err", dbErr, "fleet_err", fleetErr)
 	abortWith(c, newError(http.StatusServiceUnavailable, "not_ready", msg[:len(msg)-1]))
+}
+
+// notServing says, in an operator's words, why this replica's place in the fleet admits nothing
+// (fleet.Member.Status's err, never its text: it carries ZooKeeper's errors).
+func (s *Server) notServing(err error) string {
+	switch {
+	case errors.Is(err, fleet.ErrCannotRun):
+		mode := s.fleet.Mode().Name
+		return fmt.Sprintf("the fleet runs mode %q, which this replica cannot run (it runs %s)", mode, strings.Join(s.sales.Runnable(), ", "))
+	case errors.Is(err, fleet.ErrClosed):
+		return "this replica has left its fleet: it is shutting down"
+	case errors.Is(err, fleet.ErrNotMember):
+		return "not a member of its fleet now: its place is being (re)established in ZooKeeper"
+	}
+	return "its place in the fleet is in doubt (this replica's log says why)"
 }
 
 func validSKU(sku string) *apiError {
