@@ -120,7 +120,7 @@ func TestGalera(t *testing.T) {
 	}
 	const loadSKU, stock = "GALERA-KILL-1", 500
 	reset(t, loadSKU, stock)
-	l := startLoad(t, loadtest.Config{SKU: loadSKU, Stock: stock, Requests: sellOut(stock), Concurrency: 20, Modes: []string{"zk"}})
+	l := startLoad(t, loadtest.Config{SKU: loadSKU, Stock: stock, Requests: 1000, Concurrency: 20, Modes: []string{"zk"}})
 	waitFor(t, 30*time.Second, "50 sold", func() bool { return auditOf(t, replicas[0], loadSKU).UnitsSold >= 50 })
 	docker(t, "kill", s.container(t, victim))
 	killedAt := time.Since(l.start)

@@ -183,11 +183,6 @@ func (l *load) wait(t testing.TB) []loadtest.Row {
 }
 
 // exact fails unless the row's stock is what its orders say, with nothing left to sell.
-// sellOut is how many purchases a scenario's load sends to sell a stock of units out: eight a
-// unit, since the fleet refuses many (503 sku_busy, at once, when a purchase's foreseen wait for
-// the lock passes the queue budget, as it does on two busy cores) and those sell nothing.
-func sellOut(units int) int { return 8 * units }
-
 func exact(t testing.TB, row loadtest.Row, stock int64) {
 	t.Helper()
 	if row.Oversold != 0 || row.LostUpdates != 0 || row.Undersold != 0 || row.FinalStock != 0 || row.Orders != stock || row.UnitsSold != stock {

@@ -2,7 +2,7 @@
 # make compose-test: builds the local images (scripts/compose/images.sh, cached by tag), then runs
 # the compose tests (./composetest: docker-compose.yml, docker-compose.ensemble.yml and
 # docker-compose.galera.yml broken on a real Docker engine, and the README's Docker steps and
-# docs/tutorial/08-failover-in-docker.md run as written). One run at a time
+# docs/tutorial/08-failover-in-docker.md run as written; COMPOSE_TEST_RUN: go test's -run). One run at a time
 # per machine (the compose file publishes fixed ports), bounded in time, and every project it
 # started is taken down, also on failure or Ctrl-C.
 set -euo pipefail
@@ -42,4 +42,4 @@ cleanup
 trap cleanup EXIT
 scripts/compose/images.sh
 ZKSTOCK_COMPOSE=1 timeout --kill-after=30s "$timeout_total" \
-	go test -count=1 -timeout "$timeout_total" -v ./composetest
+	go test -count=1 -timeout "$timeout_total" -run "${COMPOSE_TEST_RUN:-.}" -v ./composetest
