@@ -17,15 +17,20 @@ function renderRates(r) {
   const ids = ["rate-fleet-purchases", "rate-purchases", "rate-wakeups", "rate-refused", "rate-sold-out"];
   if (!r) {
     for (const id of ids) {
-      setText(id, "…");
-      $(id).title = "measuring: a rate needs half a second of updates";
+      setText(id, "measuring");
+      $(id).classList.add("pending");
+      $(id).title = "a rate needs half a second of this replica's updates";
     }
-    setText("rates-window", "measuring");
+    setText("rates-window", "being measured: half a second first");
     setText("rate-share", "this product's orders it made");
     return;
   }
   const values = [r.fleet_purchases_per_s, r.purchases_per_s, r.wakeups_per_s, r.refused_per_s, r.sold_out_fast_per_s];
-  ids.forEach((id, i) => { setText(id, values[i].toFixed(1)); $(id).title = ""; });
+  ids.forEach((id, i) => {
+    setText(id, values[i].toFixed(1));
+    $(id).classList.remove("pending");
+    $(id).title = "";
+  });
   setText("rates-window", "over the last " + r.window_s.toFixed(1) + " s");
   setText("rate-share", r.fleet_purchases_per_s > 0
     ? "this product's orders it made: " + Math.round(100 * r.purchases_per_s / r.fleet_purchases_per_s) + "% of all"
