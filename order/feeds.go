@@ -211,8 +211,11 @@ func (m *rateMeter) next(s *Server, a inventory.Audit) *rates {
 }
 
 // membersView is the fleet's members as the live page shows them, read from ZooKeeper at most
-// once every rateTick however many SKUs are streamed: members change seldom, and a snapshot is
-// made up to twenty times a second per SKU. It is for display only; nothing decides on it.
+// once every rateTick however many SKUs are streamed while the fleet is settled (every member
+// runs the mode this replica runs): members change seldom, and a snapshot is made up to twenty
+// times a second per SKU. While it is not (a switch under way, a member joining or not serving)
+// they are read again up to every minEventGap, so that the page does not show a switch as not
+// taken for a second after it was. It is for display only; nothing decides on it.
 type membersView struct {
 	mu   sync.Mutex
 	at   time.Time
@@ -222,7 +225,7 @@ type membersView struct {
 func (v *membersView) read(ctx context.Context, m *fleet.Member) ([]fleet.MemberInfo, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if v.list != nil && time.Since(v.at) < rateTick {
+	if age := time.Since(v.at); v.list != nil && (age < minEventGap || age < rateTick && settled(v.list, m.Mode())) {
 		return v.list, nil
 	}
 	list, err := m.Members(ctx)
@@ -231,4 +234,14 @@ func (v *membersView) read(ctx context.Context, m *fleet.Member) ([]fleet.Member
 	}
 	v.list, v.at = list, time.Now()
 	return list, nil
+}
+
+// settled says whether every member listed runs mode, and serves.
+func settled(list []fleet.MemberInfo, mode fleet.Mode) bool {
+	for _, x := range list {
+		if x.Mode != mode.Name || x.Version != mode.Version || !x.Serving {
+			return false
+		}
+	}
+	return true
 }

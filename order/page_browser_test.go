@@ -229,6 +229,16 @@ func TestLivePageInChromium(t *testing.T) {
 			t.Fatalf("mode zk-herd: the page draws %d predecessor arrows, but every herd waiter watches the path", arrows)
 		}
 		if len(rates) == 2 && rates[0] > 0 && rates[1] > 3*rates[0] && !herdShot {
+			// The replicas are shown in the mode the load runs in, not the one before it.
+			modes, err := textOf(ctx, "modes")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, want := range []string{"order1: zk-herd", "order2: zk-herd", "order3: zk-herd"} {
+				if !containsText(modes, want) {
+					t.Fatalf("the page shows the herd's rates with the replicas reading %q, without %q", modes, want)
+				}
+			}
 			screenshot(t, ctx, "live-page-herd.png")
 			herdShot = true
 			t.Logf("zk-herd: %.1f purchases/s against %.1f watch wake-ups/s on order1", rates[0], rates[1])
