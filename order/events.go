@@ -199,7 +199,7 @@ func (s *Server) snapshot(ctx context.Context, sku string, meter *rateMeter) sna
 	if snap.Audit, err = s.db().Audit(ctx, sku); err != nil {
 		snap.Errors = append(snap.Errors, "stock: the database did not answer")
 	} else if meter != nil {
-		snap.Rates = meter.next(s, snap.Audit)
+		snap.Rates = meter.next(s.countsNow(meter.sold, snap.Audit))
 	}
 	if snap.Queue, snap.QueueTotal, err = s.locks.Queue(ctx, lockPath(sku), queueShown); err != nil {
 		snap.Queue = []dlock.QueueEntry{}

@@ -188,13 +188,22 @@ type rateMeter struct {
 	samples []counts // oldest first, spanning rateWindow at most
 }
 
-// next takes the counts now, with the SKU's orders as its audit read them (orders standing and
-// cancelled: every order ever made), and says the rates; nil until the samples span minRateSpan.
-func (m *rateMeter) next(s *Server, a inventory.Audit) *rates {
-	now := counts{at: time.Now(), fleetOrders: a.Orders + a.Cancelled, sold: m.sold.Load(), wakeups: s.sales.ZKStats().WatchEvents,
+// countsNow reads the counters now, with the SKU's orders as its audit read them (orders standing
+// and cancelled: every order made).
+func (s *Server) countsNow(sold *atomic.Int64, a inventory.Audit) counts {
+	return counts{at: time.Now(), fleetOrders: a.Orders + a.Cancelled, sold: sold.Load(), wakeups: s.sales.ZKStats().WatchEvents,
 		refused: s.sales.Refused(), soldOut: s.sales.SoldOutFast()}
+}
+
+// next takes the counts now and says the rates; nil until the samples span minRateSpan. A reset
+// of the product deletes its orders: the earlier samples are moved down by the drop, so that the
+// rate goes on through it, the orders made between the reset and the sample before it uncounted.
+func (m *rateMeter) next(now counts) *rates {
 	if n := len(m.samples); n > 0 && now.fleetOrders < m.samples[n-1].fleetOrders {
-		m.samples = m.samples[:0] // the product was reset: its orders were deleted
+		drop := m.samples[n-1].fleetOrders - now.fleetOrders
+		for i := range m.samples {
+			m.samples[i].fleetOrders -= drop
+		}
 	}
 	m.samples = append(m.samples, now)
 	for len(m.samples) > 1 && now.at.Sub(m.samples[0].at) > rateWindow {

@@ -209,7 +209,7 @@ func near(shown, measured float64) bool {
 // moment; once measured, the fleet's purchases per second match the audit's orders over the
 // same window, and the replica's own match the purchases its clients saw it answer, a share of
 // the fleet's; after the load the page comes to the audit's final figures and the rates to 0.
-// The screenshots, live-page-first-frame.png and live-page-load.png, are taken during the load.
+// The screenshot, live-page-load.png, is taken during the load.
 func TestLivePageDuringALoad(t *testing.T) {
 	ctx, problems := browser(t)
 	rs := ordertest.Start(t, 3, ordertest.Options{WorkDelay: 15 * time.Millisecond})
@@ -229,7 +229,6 @@ func TestLivePageDuringALoad(t *testing.T) {
 	}
 	first := figures(t, ctx)
 	after := auditOf(t, rs[0], sku)
-	screenshot(t, ctx, "live-page-first-frame.png")
 	if first.Status == "connecting" || len(first.Dashes) > 0 {
 		t.Fatalf("right after the page loaded it reads %q with dashes in %v: the first frame was not drawn with the page", first.Status, first.Dashes)
 	}
