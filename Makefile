@@ -153,7 +153,7 @@ admission-goals: check-go compose-check
 ## of a history in mode none, docs/images/porcupine-none.png (tutorial 9)
 screenshots: check-go
 	scripts/ensure-tools.sh
-	$(SERVERS) run --no-ensemble -- env SCREENSHOT_DIR=$(CURDIR)/docs/images $(GO) test -count=1 -run 'TestLivePageInChromium|TestLinearizabilityPicture' -v ./order
+	$(SERVERS) run --no-ensemble -- env SCREENSHOT_DIR=$(CURDIR)/docs/images $(GO) test -count=1 -run 'TestLivePageInChromium|TestLivePageDuringALoad|TestLinearizabilityPicture' -v ./order
 
 ## scale: purchases/s against 1, 10, 100 and 1000 SKUs (uniform and Zipf) for zk, zk-batch,
 ## db-forupdate, db-cas and redis-fenced, with a standalone ZooKeeper and the 3-node ensemble, next

@@ -86,7 +86,7 @@ func (s *Server) purchaseCart(c *gin.Context, cart inventory.Cart) {
 	for sku, left := range res.Remaining {
 		s.sales.StockGauge(sku).Set(float64(left))
 		if !res.Replayed {
-			s.feeds.notify(sku)
+			s.feeds.sold(sku)
 		}
 	}
 	log.Info("cart", "result", result, "items", len(res.Orders))

@@ -98,7 +98,7 @@ func (s *Server) produce(ctx context.Context, feed *skuFeed) {
 		}
 	}()
 	go s.watchQueue(ctx, feed)
-	meter := &rateMeter{}
+	meter := &rateMeter{sold: &feed.sold}
 	tick := time.NewTicker(rateTick)
 	defer tick.Stop()
 	var last time.Time
@@ -120,7 +120,7 @@ func (s *Server) produce(ctx context.Context, feed *skuFeed) {
 		if ctx.Err() != nil {
 			return
 		}
-		s.feeds.publish(feed, fmt.Appendf(nil, "event: state\ndata: %s\n\n", raw))
+		s.feeds.publish(feed, raw)
 		select {
 		case <-feed.changed:
 		case <-tick.C:
@@ -189,14 +189,17 @@ func (s *Server) ConnContext(ctx context.Context, c net.Conn) context.Context {
 	return context.WithValue(ctx, connKey{}, c)
 }
 
+// snapshot reads the SKU's state now; meter, when not nil, gives it its rates.
 func (s *Server) snapshot(ctx context.Context, sku string, meter *rateMeter) snapshot {
 	snap := snapshot{Replica: s.cfg.ReplicaID, Mode: s.Mode(), SKU: sku, Queue: []dlock.QueueEntry{}, Replicas: []fleet.MemberInfo{},
-		Rates: meter.next(s), At: time.Now().UTC()}
+		At: time.Now().UTC()}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	var err error
 	if snap.Audit, err = s.db().Audit(ctx, sku); err != nil {
 		snap.Errors = append(snap.Errors, "stock: the database did not answer")
+	} else if meter != nil {
+		snap.Rates = meter.next(s.countsNow(meter.sold, snap.Audit))
 	}
 	if snap.Queue, snap.QueueTotal, err = s.locks.Queue(ctx, lockPath(sku), queueShown); err != nil {
 		snap.Queue = []dlock.QueueEntry{}

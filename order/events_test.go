@@ -163,3 +163,83 @@ func TestPageIsServed(t *testing.T) {
 		}
 	}
 }
+
+// pageBootSeen is the state GET / embeds for the page's script, as a client reads it.
+type pageBootSeen struct {
+	Products []string        `json:"products"`
+	SKU      string          `json:"sku"`
+	State    *map[string]any `json:"state"`
+}
+
+func bootOf(t *testing.T, html string) pageBootSeen {
+	t.Helper()
+	const open = `<script type="application/json" id="boot">`
+	_, rest, ok := strings.Cut(html, open)
+	raw, _, ok2 := strings.Cut(rest, "</script>")
+	if !ok || !ok2 {
+		t.Fatalf("no boot state in the page: %.300s", html)
+	}
+	var b pageBootSeen
+	if err := json.Unmarshal([]byte(raw), &b); err != nil {
+		t.Fatalf("the page's boot state %q: %v", raw, err)
+	}
+	return b
+}
+
+// GET / is one answer that holds the page's first frame: its style and script inline, the
+// products, and the SKU's state as the database has it, so that the page draws it before any
+// stream; with a stream open on the SKU, the stream's latest state, rates and all.
+func TestPageIsServedWithItsState(t *testing.T) {
+	r := ordertest.Start(t, 1, ordertest.Options{})[0]
+	resetStock(t, r, "EV-PAGE", 7)
+	resetStock(t, r, "EV-PAGE-2", 3)
+	for range 2 {
+		if rep := buy(t, r, "EV-PAGE", 1, ""); rep.status != 201 {
+			t.Fatalf("buy: %d %s", rep.status, rep.raw)
+		}
+	}
+	page := call(t, "GET", r.URL+"/?sku=EV-PAGE", "")
+	if page.status != 200 || page.header.Get("Cache-Control") != "no-store" {
+		t.Fatalf("GET /: %d, Cache-Control %q", page.status, page.header.Get("Cache-Control"))
+	}
+	if strings.Contains(page.raw, `src="/assets`) || strings.Contains(page.raw, `href="/assets`) {
+		t.Fatal("the page asks for its assets in other requests: its first frame waits for them")
+	}
+	b := bootOf(t, page.raw)
+	if b.SKU != "EV-PAGE" || b.State == nil || !containsText(strings.Join(b.Products, ","), "EV-PAGE-2") {
+		t.Fatalf("boot: %+v", b)
+	}
+	if s := *b.State; stockOf(s) != 5 || s["audit"].(map[string]any)["units_sold"] != 2.0 || s["rates"] != nil || s["replica"] != "order1" {
+		t.Fatalf("the embedded state: %v", s)
+	}
+	if b := bootOf(t, call(t, "GET", r.URL+"/?sku=NO-SUCH-SKU", "").raw); b.SKU != "NO-SUCH-SKU" || b.State != nil {
+		t.Fatalf("an unknown SKU's page: %+v", b)
+	}
+	if b := bootOf(t, call(t, "GET", r.URL+"/", "").raw); b.SKU != b.Products[0] || b.State == nil {
+		t.Fatalf("the page without ?sku=: %+v", b)
+	}
+	// With a stream open, the page embeds the stream's latest state: measured rates in it.
+	s := openStream(t, r.URL+"/v1/events?sku=EV-PAGE")
+	s.next(t, 5*time.Second, func(m map[string]any) bool { return m["rates"] != nil })
+	if b := bootOf(t, call(t, "GET", r.URL+"/?sku=EV-PAGE", "").raw); b.State == nil || (*b.State)["rates"] == nil {
+		t.Fatalf("the page beside an open stream: %+v", b)
+	}
+}
+
+// A stream's first state is sent as it opens, not at the next change or tick (rateTick, 1 s):
+// on a SKU nobody streams (its producer starts and reads at once) and on one already streamed
+// (the latest state, at once).
+func TestEventsFirstStateAtOnce(t *testing.T) {
+	r := ordertest.Start(t, 1, ordertest.Options{})[0]
+	resetStock(t, r, "EV-FIRST", 4)
+	for _, which := range []string{"the first stream", "a second stream"} {
+		start := time.Now()
+		s := openStream(t, r.URL+"/v1/events?sku=EV-FIRST")
+		s.next(t, 5*time.Second, func(m map[string]any) bool { return stockOf(m) == 4 })
+		took := time.Since(start)
+		t.Logf("%s: its first state %v after the request", which, took.Round(time.Millisecond))
+		if took > 900*time.Millisecond {
+			t.Fatalf("%s: its first state came %v after the request: it waited for a change or the tick", which, took)
+		}
+	}
+}

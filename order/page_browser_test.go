@@ -109,9 +109,28 @@ func screenshot(t *testing.T, ctx context.Context, name string) {
 func TestLivePageInChromium(t *testing.T) {
 	ctx, problems := browser(t)
 	rs := ordertest.Start(t, 3, ordertest.Options{WorkDelay: 15 * time.Millisecond})
-	const sku = "PAGE-1"
-	resetStock(t, rs[0], sku, 50)
 	urls := []string{rs[0].URL, rs[1].URL, rs[2].URL}
+	// Each load has a product, and a page, of its own: the page's rates, over its last 2 s, are
+	// then that load's only.
+	sku := ""
+	open := func(product string) {
+		sku = product
+		resetStock(t, rs[0], sku, 50)
+		if err := chromedp.Do(ctx, chromedp.Navigate(rs[0].URL+"/?sku="+sku)); err != nil {
+			t.Fatalf("open the page: %v", err)
+		}
+		waitPage(t, ctx, 10*time.Second, "the page live", func() (bool, error) {
+			s, err := textOf(ctx, "status")
+			return s == "live", err
+		})
+	}
+	measured := func() bool {
+		window, err := textOf(ctx, "rates-window")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.HasPrefix(window, "over the last")
+	}
 	load := func(mode string) chan error {
 		done := make(chan error, 1)
 		go func() {
@@ -124,14 +143,7 @@ func TestLivePageInChromium(t *testing.T) {
 		}()
 		return done
 	}
-	if err := chromedp.Do(ctx, chromedp.Navigate(rs[0].URL+"/?sku="+sku)); err != nil {
-		t.Fatalf("open the page: %v", err)
-	}
-	waitPage(t, ctx, 10*time.Second, "the page live", func() (bool, error) {
-		s, err := textOf(ctx, "status")
-		return s == "live", err
-	})
-
+	open("PAGE-1")
 	if err := <-load("none"); err != nil {
 		t.Fatal(err)
 	}
@@ -149,11 +161,12 @@ func TestLivePageInChromium(t *testing.T) {
 		if err != nil {
 			return false, err
 		}
-		// The last update has come: the page shows every order the load made.
-		return v > 0 && red && shown == strconv.FormatInt(auditOf(t, rs[0], sku).Orders, 10), nil
+		// The last update has come: the page shows every order the load made, and its rates.
+		return v > 0 && red && shown == strconv.FormatInt(auditOf(t, rs[0], sku).Orders, 10) && measured(), nil
 	})
 	screenshot(t, ctx, "live-page-none.png")
 
+	open("PAGE-ZK")
 	most := 0
 	shot := false
 	whileLoading(t, load("zk"), 40*time.Millisecond, func() {
@@ -170,7 +183,7 @@ func TestLivePageInChromium(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n, _ := strconv.Atoi(orders); nodes >= 4 && arrows == nodes-1 && n >= 10 && !shot {
+		if n, _ := strconv.Atoi(orders); nodes >= 4 && arrows == nodes-1 && n >= 10 && !shot && measured() {
 			screenshot(t, ctx, "live-page-zk.png")
 			shot = true
 		}
@@ -214,6 +227,7 @@ func TestLivePageInChromium(t *testing.T) {
 
 	// The herd recipe: every waiter watches the lock path, so a release wakes them all; the page's
 	// wake-ups per second run far ahead of its purchases per second.
+	open("PAGE-HERD")
 	herdShot := false
 	whileLoading(t, load("zk-herd"), 100*time.Millisecond, func() {
 		rates, err := chromedp.Run(ctx, chromedp.Evaluate[[]float64](
@@ -228,7 +242,21 @@ func TestLivePageInChromium(t *testing.T) {
 		if arrows != 0 {
 			t.Fatalf("mode zk-herd: the page draws %d predecessor arrows, but every herd waiter watches the path", arrows)
 		}
-		if len(rates) == 2 && rates[0] > 0 && rates[1] > 3*rates[0] && !herdShot {
+		orders, err := textOf(ctx, "orders")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n, _ := strconv.Atoi(orders); n >= 10 && len(rates) == 2 && rates[0] > 0 && rates[1] > 3*rates[0] && !herdShot && measured() {
+			// The replicas are shown in the mode the load runs in, not the one before it.
+			modes, err := textOf(ctx, "modes")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, want := range []string{"order1: zk-herd", "order2: zk-herd", "order3: zk-herd"} {
+				if !containsText(modes, want) {
+					t.Fatalf("the page shows the herd's rates with the replicas reading %q, without %q", modes, want)
+				}
+			}
 			screenshot(t, ctx, "live-page-herd.png")
 			herdShot = true
 			t.Logf("zk-herd: %.1f purchases/s against %.1f watch wake-ups/s on order1", rates[0], rates[1])

@@ -73,7 +73,7 @@ func (s *Server) purchase(c *gin.Context) {
 	status, result := s.countSale(res.Replayed)
 	s.sales.StockGauge(p.SKU).Set(float64(res.Remaining))
 	if !res.Replayed {
-		s.feeds.notify(p.SKU)
+		s.feeds.sold(p.SKU)
 	}
 	log.InfoAttrs("purchase", slog.String("result", result), slog.Int64("order", res.Order.ID), slog.Int64("token", res.Order.FenceToken),
 		slog.Int64("remaining", res.Remaining))
@@ -98,7 +98,6 @@ func (s *Server) countSale(replayed bool) (status int, result string) {
 		s.metrics.replayed.Inc()
 		return http.StatusOK, "replayed"
 	}
-	s.feeds.sold.Add(1)
 	s.metrics.created.Inc()
 	return http.StatusCreated, "created"
 }

@@ -1,13 +1,41 @@
-// The live page: one EventSource on /v1/events?sku=..., a redraw per "state" event.
+// The live page: it draws the state GET / embedded (#boot) at once, then one EventSource on
+// /v1/events?sku=... redraws it per "state" event.
 "use strict";
 
 const $ = (id) => document.getElementById(id);
 const params = new URLSearchParams(location.search);
-let source = null;
+// {products, sku, state}: the products for the picker, the product shown and its state when the
+// page was served; null when the database did not answer then.
+const boot = JSON.parse($("boot").textContent);
 
 function setText(id, v) { $(id).textContent = String(v); }
 
 function badWhenNonZero(cardId, n) { $(cardId).classList.toggle("bad", n !== 0); }
+
+// The rates (null until this replica has measured them over half a second).
+function renderRates(r) {
+  const ids = ["rate-fleet-purchases", "rate-purchases", "rate-wakeups", "rate-refused", "rate-sold-out"];
+  if (!r) {
+    for (const id of ids) {
+      setText(id, "measuring");
+      $(id).classList.add("pending");
+      $(id).title = "a rate needs half a second of this replica's updates";
+    }
+    setText("rates-window", "being measured: half a second first");
+    setText("rate-share", "this product's orders it made");
+    return;
+  }
+  const values = [r.fleet_purchases_per_s, r.purchases_per_s, r.wakeups_per_s, r.refused_per_s, r.sold_out_fast_per_s];
+  ids.forEach((id, i) => {
+    setText(id, values[i].toFixed(1));
+    $(id).classList.remove("pending");
+    $(id).title = "";
+  });
+  setText("rates-window", "over the last " + r.window_s.toFixed(1) + " s");
+  setText("rate-share", r.fleet_purchases_per_s > 0
+    ? "this product's orders it made: " + Math.round(100 * r.purchases_per_s / r.fleet_purchases_per_s) + "% of all"
+    : "this product's orders it made");
+}
 
 function render(s) {
   const a = s.audit;
@@ -18,14 +46,12 @@ function render(s) {
   setText("lost-updates", a.lost_updates);
   badWhenNonZero("oversold-card", a.oversold);
   badWhenNonZero("lost-card", a.lost_updates);
-  setText("rate-purchases", s.rates.purchases_per_s.toFixed(1));
-  setText("rate-wakeups", s.rates.wakeups_per_s.toFixed(1));
-  setText("rate-refused", s.rates.refused_per_s.toFixed(1));
-  setText("rate-sold-out", s.rates.sold_out_fast_per_s.toFixed(1));
+  renderRates(s.rates);
   // Sold out as the audit read it; buyers are then answered by a read of the stock, not a turn.
   $("stock-card").classList.toggle("sold-out", a.stock === 0);
   setText("stock-note", a.stock === 0 ? "sold out" : "of " + a.initial_stock);
   setText("replica", s.replica);
+  for (const el of document.querySelectorAll(".self-name")) el.textContent = s.replica;
 
   const modes = $("modes");
   // The fleet's members as ZooKeeper holds them (ephemeral nodes): each runs the fleet's mode,
@@ -36,8 +62,19 @@ function render(s) {
     li.className = r.id === s.replica ? "self" : "";
     const mode = document.createElement("span");
     mode.className = "mode-" + (r.mode || "joining");
-    mode.textContent = r.mode ? r.mode + " v" + r.version : "joining";
+    mode.textContent = r.mode || "joining";
     li.append(r.id + ": ", mode);
+    if (r.mode) {
+      // The mode node's version: how many times the fleet's mode was switched, the same number on
+      // every replica that has taken the latest switch.
+      const version = document.createElement("span");
+      version.className = "version";
+      version.textContent = r.version === 0 ? " (as started)" : " (switch #" + r.version + ")";
+      version.title = r.version === 0
+        ? "the fleet's mode as first set: never switched since"
+        : "the fleet's lock mode has been switched " + r.version + " times (PUT /admin/lock-mode); a replica with a lower number has not taken the latest switch yet";
+      li.append(version);
+    }
     if (!r.serving) li.append(" (not serving" + (r.why ? ": " + r.why : "") + ")");
     return li;
   }));
@@ -83,27 +120,31 @@ function render(s) {
   errors.textContent = (s.errors || []).join("; ");
 }
 
-function connect(sku) {
-  if (source) source.close();
+function setStatus(text, className, title) {
   const status = $("status");
-  status.textContent = "connecting";
-  status.className = "status";
-  source = new EventSource("/v1/events?sku=" + encodeURIComponent(sku));
+  status.textContent = text;
+  status.className = "status " + className;
+  status.title = title || "";
+}
+
+function connect(sku) {
+  const source = new EventSource("/v1/events?sku=" + encodeURIComponent(sku));
   source.addEventListener("state", (ev) => {
-    status.textContent = "live";
-    status.className = "status live";
+    setStatus("live", "live", "updated as the stock and the lock queue change, and every second");
     render(JSON.parse(ev.data));
   });
-  source.onerror = () => {
-    status.textContent = "reconnecting";
-    status.className = "status down";
-  };
+  source.onerror = () => setStatus("reconnecting", "down", "the stream from the replica broke; the browser opens it again");
+}
+
+async function productList() {
+  if (boot) return boot.products;
+  const res = await fetch("/v1/products");
+  const body = await res.json();
+  return (body.products || []).map((p) => p.sku);
 }
 
 async function start() {
-  const res = await fetch("/v1/products");
-  const body = await res.json();
-  const skus = (body.products || []).map((p) => p.sku);
+  const skus = await productList();
   const wanted = params.get("sku") || skus[0];
   const select = $("sku-select");
   for (const sku of new Set([...skus, wanted].filter(Boolean))) {
@@ -112,15 +153,18 @@ async function start() {
     select.append(opt);
   }
   if (!wanted) {
-    setText("status", "no products yet");
+    setStatus("no products yet", "");
     return;
   }
   select.value = wanted;
-  select.addEventListener("change", () => {
-    history.replaceState(null, "", "?sku=" + encodeURIComponent(select.value));
-    connect(select.value);
-  });
+  // Another product is another page: served with its own state, drawn at once.
+  select.addEventListener("change", () => location.assign("?sku=" + encodeURIComponent(select.value)));
+  if (boot && boot.state && boot.sku === wanted) {
+    render(boot.state);
+    const at = new Date(boot.state.at);
+    setStatus("as of " + at.toLocaleTimeString(), "", "the state when the page was served; the live updates follow");
+  }
   connect(wanted);
 }
 
-start().catch((err) => { setText("status", "error: " + err.message); });
+start().catch((err) => setStatus("error: " + err.message, "down"));
