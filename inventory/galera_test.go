@@ -125,14 +125,21 @@ func TestGaleraConflictAtCommitIsARollback(t *testing.T) {
 	ctx := context.Background()
 	nodes := testenv.GaleraDatabase(t)
 	s1 := openStoreAt(t, nodes[0])
-	node2 := sqlDB(t, nodes[1])
+	// wsrep_sync_wait 3: node 2's UPDATE waits until node 2 has applied what node 1 committed
+	// before it (the reset), or it may find no row to write, conflict with nothing, and the
+	// deduct commit (as it once did on a loaded machine).
+	node2 := sqlDB(t, testenv.WithDSNParam(t, nodes[1], "wsrep_sync_wait", "3"))
 	causal1 := sqlDB(t, testenv.WithDSNParam(t, nodes[0], "wsrep_sync_wait", "1"))
 	// conflict writes the SKU's row on node 2 and waits until node 1 has applied it (which aborts
 	// the transaction holding the row there).
 	conflict := func(sku string) func() error {
 		return func() error {
-			if _, err := node2.ExecContext(ctx, "UPDATE products SET updated_at = NOW(6) + INTERVAL 1 DAY WHERE sku = ?", sku); err != nil {
+			res, err := node2.ExecContext(ctx, "UPDATE products SET updated_at = NOW(6) + INTERVAL 1 DAY WHERE sku = ?", sku)
+			if err != nil {
 				return err
+			}
+			if n, err := res.RowsAffected(); err != nil || n != 1 {
+				return fmt.Errorf("node 2's write of %s: %d rows, %v", sku, n, err)
 			}
 			var at time.Time
 			return causal1.QueryRowContext(ctx, "SELECT updated_at FROM products WHERE sku = ?", sku).Scan(&at)
