@@ -33,7 +33,7 @@ func TestCompose(t *testing.T) {
 	t.Run("credentials", func(t *testing.T) { testCredentials(t, s) })
 }
 
-// What the README's Docker section does by hand.
+// What docs/compose.md's stack does by hand.
 func testCurl(t *testing.T) {
 	for _, r := range replicas {
 		if st, m := call(t, http.MethodGet, r+"/readyz", ""); st != http.StatusOK {
@@ -333,10 +333,16 @@ func TestDockerTutorial(t *testing.T) {
 	runDockerSteps(t, "docs/tutorial/08-failover-in-docker.md", "docker-compose.yml", "docker-compose.ensemble.yml")
 }
 
-// The README's Docker commands (docker compose up, run --rm loadtest, down; the Galera override's
-// up, a purchase, the cluster's size, down), run as written.
+// The README's Docker commands (make compose-up, compose-loadtest, compose-down; docker compose
+// up, run --rm loadtest, down), run as written.
 func TestREADMEDocker(t *testing.T) {
-	runDockerSteps(t, "README.md", "docker-compose.yml", "docker-compose.galera.yml")
+	runDockerSteps(t, "README.md", "docker-compose.yml")
+}
+
+// docs/compose.md's Docker commands (the Galera override's up, a purchase, the cluster's size,
+// down), run as written.
+func TestComposePageDocker(t *testing.T) {
+	runDockerSteps(t, "docs/compose.md", "docker-compose.yml", "docker-compose.galera.yml")
 }
 
 // runDockerSteps runs a page's steps that need Docker, as written. Their docker-compose and
