@@ -131,6 +131,8 @@ compose-check:
 	docker-compose -f docker-compose.yml -f docker-compose.ensemble.yml config -q
 	docker-compose -f docker-compose.yml -f docker-compose.galera.yml config -q
 	docker-compose -f docker-compose.yml -f docker-compose.galera.yml -f scripts/compose/local.yml -f scripts/compose/local.galera.yml config -q
+	@# the files make compose-up runs, for each STACK (scripts/compose/stack.sh command prints them)
+	for s in '' ensemble galera; do $$(STACK=$$s scripts/compose/stack.sh command) config -q || exit 1; done
 	docker-compose -f docker-compose.yml --profile loadtest config --services | grep -qx loadtest
 
 ## compose-test: docker-compose.yml (and docker-compose.ensemble.yml, docker-compose.galera.yml) run

@@ -24,17 +24,20 @@ cd "$(dirname "$0")/../.."
 log() { printf 'compose: %s\n' "$*" >&2; }
 die() { log "$*"; exit 1; }
 
-files=(-f docker-compose.yml -f scripts/compose/local.yml)
+# The user's files first, then the local overrides (as scripts/compose/shim orders them): the
+# local ones only say where the images come from.
+files=(-f docker-compose.yml) local=(-f scripts/compose/local.yml)
 ports=("${ZK_HOST_PORT:-2181}" "${MYSQL_HOST_PORT:-3306}" "${REDIS_HOST_PORT:-6379}")
 case "${STACK:-}" in
 '') ;;
 ensemble)
-	files+=(-f docker-compose.ensemble.yml -f scripts/compose/local.ensemble.yml)
+	files+=(-f docker-compose.ensemble.yml) local+=(-f scripts/compose/local.ensemble.yml)
 	ports+=("${ZK2_HOST_PORT:-2182}" "${ZK3_HOST_PORT:-2183}")
 	;;
-galera) files+=(-f docker-compose.galera.yml -f scripts/compose/local.galera.yml) ;;
+galera) files+=(-f docker-compose.galera.yml) local+=(-f scripts/compose/local.galera.yml) ;;
 *) die "STACK is empty (one ZooKeeper, one MySQL), ensemble or galera, not $STACK" ;;
 esac
+files+=("${local[@]}")
 replicas=("${ORDER1_HOST_PORT:-8081}" "${ORDER2_HOST_PORT:-8082}" "${ORDER3_HOST_PORT:-8083}")
 ports+=("${replicas[@]}")
 
@@ -57,8 +60,6 @@ engine() {
 
 cmd_up() {
 	engine
-	scripts/compose/images.sh
-	scripts/secrets.sh
 	# A port held by this project's own containers is the stack already up: up -d keeps it.
 	local ours busy=0 p id
 	ours=$("${compose[@]}" ps -q 2>/dev/null || true)
@@ -72,6 +73,8 @@ cmd_up() {
 		busy=1
 	done
 	[ "$busy" = 0 ] || die "stop what holds those ports first (make demo-down stops the local demo), or move the stack's: ORDER1_HOST_PORT=18081 ... (docs/compose.md)"
+	scripts/compose/images.sh
+	scripts/secrets.sh
 	log "starting: ${compose[*]} up -d --no-build"
 	"${compose[@]}" up -d --no-build
 	local i=0
