@@ -380,6 +380,7 @@ func runDockerSteps(t *testing.T, path string, userFiles ...string) {
 		}
 	})
 	start := time.Now()
-	doctest.Shell{Dir: root, Env: env, Timeout: 3 * time.Minute}.RunPage(t, page)
+	// 6 minutes a step: make compose-up builds the order image and waits for the stack in one step
+	doctest.Shell{Dir: root, Env: env, Timeout: 6 * time.Minute}.RunPage(t, page)
 	record(t, "%s: its %d Docker steps run as written in %.0f s", path, len(page.Steps), time.Since(start).Seconds())
 }
