@@ -18,7 +18,7 @@ FUZZ_TARGETS := FuzzAPI FuzzAdmin
 NODENAME_FUZZ_TARGETS := FuzzParse FuzzNaming
 FUZZTIME_TEST ?= 12s
 
-.PHONY: check-go test test-galera test-faults nemesis test-nemesis test-nemesis-galera lint compose-check compose-test admission-goals screenshots footprint scale scale-ab syscalls-ab bench demo demo-up demo-down flash-sale galera-bench servers-start servers-stop help
+.PHONY: check-go test test-galera test-faults nemesis test-nemesis test-nemesis-galera lint compose-check compose-test admission-goals compose-up compose-loadtest compose-down screenshots footprint scale scale-ab syscalls-ab bench demo demo-up demo-down flash-sale galera-bench servers-start servers-stop help
 
 ## check-go: the Go toolchain is at least go.mod's version (1.26.8); every target below that
 ## builds or tests depends on it and says what is missing
@@ -131,6 +131,8 @@ compose-check:
 	docker-compose -f docker-compose.yml -f docker-compose.ensemble.yml config -q
 	docker-compose -f docker-compose.yml -f docker-compose.galera.yml config -q
 	docker-compose -f docker-compose.yml -f docker-compose.galera.yml -f scripts/compose/local.yml -f scripts/compose/local.galera.yml config -q
+	@# the files make compose-up runs, for each STACK (scripts/compose/stack.sh command prints them)
+	for s in '' ensemble galera; do $$(STACK=$$s scripts/compose/stack.sh command) config -q || exit 1; done
 	docker-compose -f docker-compose.yml --profile loadtest config --services | grep -qx loadtest
 
 ## compose-test: docker-compose.yml (and docker-compose.ensemble.yml, docker-compose.galera.yml) run
@@ -147,6 +149,19 @@ compose-test: check-go compose-check
 GOAL_RUNS ?= 10
 admission-goals: check-go compose-check
 	COMPOSE_TEST_RUN='^TestAdmissionGoals$$' ZKSTOCK_ADMISSION_GOALS=1 GOAL_RUNS=$(GOAL_RUNS) COMPOSE_TEST_TIMEOUT=30m scripts/compose/test.sh
+
+## compose-up / compose-loadtest / compose-down: docker-compose.yml on the local Docker engine with no
+## image registry (scripts/compose/stack.sh): the images built from Debian's packages when missing
+## (a line per image; MariaDB 10.11 stands in for MySQL 8), up with scripts/compose/local.yml and
+## --no-build, the URLs and the next command printed; docker compose (v2) or docker-compose (1.29),
+## whichever is installed; STACK=ensemble or STACK=galera adds that override; down removes the
+## stack and its volume
+compose-up: check-go
+	STACK=$(STACK) scripts/compose/stack.sh up
+compose-loadtest:
+	STACK=$(STACK) scripts/compose/stack.sh loadtest
+compose-down:
+	STACK=$(STACK) scripts/compose/stack.sh down
 
 ## screenshots: the live page (GET /) in headless Chromium during loads in modes none, zk and
 ## zk-herd, saved to docs/images/live-page-*.png for the tutorials, and Porcupine's visualization

@@ -207,7 +207,7 @@ func longestGap(row loadtest.Row) (gap, at time.Duration) {
 	return gap, at
 }
 
-// results collects one line per scenario into out/compose-results.md, for the README and the notes.
+// results collects one line per scenario into out/compose-results.md, for docs/reliability.md (On Docker) and the notes.
 var results struct {
 	sync.Mutex
 	lines []string

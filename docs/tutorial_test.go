@@ -1,5 +1,5 @@
-// Package docs holds no code: its test runs the commands of the tutorials, of the README's API
-// walkthrough and of make demo against local processes, so that the docs stay true.
+// Package docs holds no code: its test runs the commands of the tutorials, of the API page's
+// walkthrough (docs/api.md) and of make demo against local processes, so that the docs stay true.
 package docs_test
 
 import (
@@ -44,7 +44,7 @@ func TestTutorials(t *testing.T) {
 		t.Fatalf("tutorial pages: %v %v", pages, err)
 	}
 	sort.Strings(pages)
-	pages = append(pages, filepath.Join(root, "README.md"))
+	pages = append(pages, filepath.Join(root, "README.md"), filepath.Join(root, "docs/api.md"))
 	sh := doctest.Shell{Dir: root, Env: []string{"DEMO_ENV=" + filepath.Join(demoDir, "env.sh")},
 		Prelude: `source "$DEMO_ENV"`, Timeout: 2 * time.Minute}
 	for _, path := range pages {

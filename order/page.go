@@ -82,7 +82,7 @@ func (s *Server) pageBoot(ctx context.Context, wanted string) *pageBoot {
 	if boot.SKU == "" && len(ps) > 0 {
 		boot.SKU = ps[0].SKU
 	}
-	if boot.SKU == "" || validSKU(boot.SKU) != nil {
+	if !skuPattern.MatchString(boot.SKU) { // none, or not a SKU: the page without a product
 		return boot
 	}
 	if _, err := s.db().Product(ctx, boot.SKU); err != nil { // unknown, or the database did not answer

@@ -67,7 +67,7 @@ cmd_up() {
 	mkdir -p "$dir"
 	dir=$(cd "$dir" && pwd)
 	for p in "${PORTS[@]}"; do
-		port_in_use "$p" && die "port $p is in use: stop what listens there (a running demo? scripts/demo.sh down DIR)"
+		port_in_use "$p" && die "port $p is in use by $("$ROOT/scripts/port-owner.sh" "$p"): stop it first"
 	done
 	if ! command -v curl >/dev/null; then
 		log "installing curl"

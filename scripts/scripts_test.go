@@ -1,5 +1,6 @@
 // Package scripts holds no Go code: its test checks what the shell scripts promise a newcomer,
-// without servers: which Debian packages the demo installs, and what make says about an old Go.
+// without servers: which Debian packages the demo installs, what make says about an old Go, and who
+// make demo-up and make compose-up say holds a taken port.
 package scripts_test
 
 import (

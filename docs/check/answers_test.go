@@ -20,7 +20,7 @@ import (
 	"testing"
 )
 
-// orderSource is the order package's code as the README's answers are checked against it,
+// orderSource is the order package's code as docs/api.md's answers are checked against it,
 // type-checked: what each function emits itself (the codes of its newError and badRequest calls)
 // and the functions (and package variables) of order it refers to, called or passed on.
 type orderSource struct {
@@ -275,7 +275,7 @@ func (src orderSource) reach(name string) []string {
 
 var codeRE = regexp.MustCompile("[a-z]+(?:_[a-z]+)+|[a-z]{4,}")
 
-// routeCell reads the first cell of a row of the README's API table: `METHOD PATH` items, and a
+// routeCell reads the first cell of a row of docs/api.md's table of endpoints: `METHOD PATH` items, and a
 // bare `METHOD` that shares the path of the item after it (`GET`, `PUT /admin/lock-mode`).
 func routeCell(cell string) []route {
 	var out []route
@@ -296,14 +296,14 @@ func routeCell(cell string) []route {
 	return out
 }
 
-// TestEveryAnswerOfAnEndpointIsInTheREADME: for every route the service registers, the README's
-// API table has a row, and that row (with the sections it links to) names every error code the
+// TestEveryAnswerOfAnEndpointIsInTheAPIPage: for every route the service registers, docs/api.md's
+// table of endpoints has a row, and that row (with the sections it links to) names every error code the
 // route's handlers can answer, as read from order's code; the codes every route can answer (no
 // route, wrong method, admin token, panic) are named in the text under the table.
-func TestEveryAnswerOfAnEndpointIsInTheREADME(t *testing.T) {
+func TestEveryAnswerOfAnEndpointIsInTheAPIPage(t *testing.T) {
 	src := readOrderSource(t)
-	readme := filepath.Join(root, "README.md")
-	text := section(t, readme, "the-api")
+	page := filepath.Join(root, "docs", "api.md")
+	text := section(t, page, "endpoints")
 	rows := map[string]string{} // "METHOD PATH" -> the rows' text, with what they link to
 	var notes strings.Builder
 	for _, l := range strings.Split(text, "\n") {
@@ -317,7 +317,7 @@ func TestEveryAnswerOfAnEndpointIsInTheREADME(t *testing.T) {
 		}
 		answers := cs[1]
 		for _, m := range linkRE.FindAllStringSubmatch(cs[1], -1) {
-			if file, anchor, ok := localLink(readme, m[1]); ok && anchor != "" && strings.HasSuffix(file, ".md") {
+			if file, anchor, ok := localLink(page, m[1]); ok && anchor != "" && strings.HasSuffix(file, ".md") {
 				answers += "\n" + section(t, file, anchor)
 			}
 		}
@@ -333,14 +333,14 @@ func TestEveryAnswerOfAnEndpointIsInTheREADME(t *testing.T) {
 		key := r.method + " " + r.path
 		row, ok := rows[key]
 		if !ok {
-			t.Errorf("the README's API table has no row for %s", key)
+			t.Errorf("docs/api.md's table of endpoints has no row for %s", key)
 			continue
 		}
 		named := codeRE.FindAllString(row, -1)
 		for _, h := range r.handlers {
 			for _, code := range src.reach(h) {
 				if !slices.Contains(named, code) {
-					t.Errorf("%s can answer %q (from %s), which its README row does not name", key, code, h)
+					t.Errorf("%s can answer %q (from %s), which its row in docs/api.md does not name", key, code, h)
 				}
 			}
 		}
@@ -348,7 +348,7 @@ func TestEveryAnswerOfAnEndpointIsInTheREADME(t *testing.T) {
 	general := codeRE.FindAllString(notes.String(), -1)
 	for _, code := range src.general {
 		if !slices.Contains(general, code) {
-			t.Errorf("every route (or every admin route) can answer %q, which the text under the README's API table does not name", code)
+			t.Errorf("every route (or every admin route) can answer %q, which the text under docs/api.md's table of endpoints does not name", code)
 		}
 	}
 }

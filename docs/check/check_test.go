@@ -1,7 +1,8 @@
 // Package check holds no code: its tests keep the README and the docs consistent with each other,
 // without servers: every figure of the README's "numbers at a glance" is in the section it cites,
 // a table copied from the benchmarks is copied exactly, every tutorial chapter is listed in order
-// and links to the next one, and every link between the pages lands on a file and a heading.
+// and links to the next one, every link between the pages lands on a file and a heading, and no
+// table cell runs past a paragraph's length.
 package check_test
 
 import (
@@ -216,11 +217,8 @@ var fromRE = regexp.MustCompile(`^<!-- from: (\S+) -->$`)
 // docs copies rows of a table in that section; each row must equal the source's row of the same
 // first cell, cell by cell (bold aside).
 func TestCopiedTablesMatchTheirSource(t *testing.T) {
-	pages, _ := filepath.Glob(filepath.Join(root, "docs", "*.md"))
-	tutorials, _ := filepath.Glob(filepath.Join(root, "docs", "tutorial", "*.md"))
-	pages = append(append([]string{filepath.Join(root, "README.md")}, pages...), tutorials...)
 	copies := 0
-	for _, page := range pages {
+	for _, page := range docPages(t) {
 		lines := readLines(t, page)
 		for i, l := range lines {
 			m := fromRE.FindStringSubmatch(l)
@@ -326,13 +324,26 @@ func TestEveryChapterLinksToTheNext(t *testing.T) {
 	}
 }
 
-// TestLinksLand: every link from the README and the docs to a page of the project names a file
+// docPages are the README and every Markdown page under docs/, at any depth.
+func docPages(t *testing.T) []string {
+	t.Helper()
+	pages := []string{filepath.Join(root, "README.md")}
+	err := filepath.WalkDir(filepath.Join(root, "docs"), func(path string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(path, ".md") {
+			pages = append(pages, path)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pages
+}
+
+// TestLinksLand: every relative link from the README and the docs (docs/**/*.md) names a file
 // that exists, and an anchor that one of its headings has.
 func TestLinksLand(t *testing.T) {
-	pages, _ := filepath.Glob(filepath.Join(root, "docs", "*.md"))
-	tutorials, _ := filepath.Glob(filepath.Join(root, "docs", "tutorial", "*.md"))
-	pages = append(append([]string{filepath.Join(root, "README.md")}, pages...), tutorials...)
-	for _, page := range pages {
+	for _, page := range docPages(t) {
 		fence := false
 		for i, l := range readLines(t, page) {
 			if strings.HasPrefix(l, "```") {
@@ -459,6 +470,36 @@ func TestEveryChapterCommandIsRunOrSaysWhyNot(t *testing.T) {
 				}
 			default:
 				t.Errorf("%s:%d: a sh block neither run (<!-- run -->) nor marked <!-- not run: WHY -->", name, i+1)
+			}
+		}
+	}
+}
+
+// maxCellWords is the most words a table cell holds: a row of a reference table is one or two
+// sentences; what needs more is a section under the table, and a measurement belongs in
+// docs/benchmarks.md or docs/reliability.md, linked.
+const maxCellWords = 60
+
+// linkTargetRE is a link's target, which a reader does not read as words.
+var linkTargetRE = regexp.MustCompile(`\]\([^)]*\)`)
+
+// TestTableCellsAreShort: no table cell of the README or the docs (docs/**/*.md), outside code
+// blocks, is over maxCellWords words (a link counts by its text).
+func TestTableCellsAreShort(t *testing.T) {
+	for _, page := range docPages(t) {
+		fence := false
+		for i, l := range readLines(t, page) {
+			if strings.HasPrefix(l, "```") {
+				fence = !fence
+			}
+			if fence || !strings.HasPrefix(strings.TrimSpace(l), "|") {
+				continue
+			}
+			for _, c := range cells(l) {
+				if n := len(strings.Fields(linkTargetRE.ReplaceAllString(c, "]"))); n > maxCellWords {
+					t.Errorf("%s:%d: a table cell of %d words (at most %d: split the row, or move the detail to a section under the table): %.80s...",
+						page, i+1, n, maxCellWords, c)
+				}
 			}
 		}
 	}

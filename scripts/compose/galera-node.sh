@@ -27,7 +27,7 @@
 # is marked: pick the most advanced one (mariadbd --wsrep-recover) and set its safe_to_bootstrap
 # by hand, as scripts/galera.sh bootstrap does on loopback nodes.
 #
-# Settings (README: MYSQL_NODES; scripts/galera.sh's header; inventory/settings.go checks them at
+# Settings (docs/configuration.md: MYSQL_NODES; scripts/galera.sh's header; inventory/settings.go checks them at
 # start):
 # innodb_flush_log_at_trx_commit=1, binlog_format ROW, innodb_autoinc_lock_mode 2,
 # wsrep_auto_increment_control ON (the image's default), wsrep_sync_wait left at 0 (the service

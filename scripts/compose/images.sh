@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds the images docker-compose.local.yml runs, without a registry:
+# Builds the images scripts/compose/local.yml runs, without a registry (one progress line per image
+# on stderr):
 #   zkstock-local/servers:HASH   a Debian bookworm root file system made by mmdebstrap from Debian's
 #                                packages (JRE + libzookeeper-java, MariaDB 10.11 with Galera 4 and
 #                                mariabackup, Redis 7), imported
@@ -17,14 +18,20 @@ packages=default-jre-headless,libzookeeper-java,mariadb-server,mariadb-backup,re
 hash=$( (echo "$packages"; cat "$here/images.sh" "$here/entrypoint.sh" "$here/log4j.properties") | sha256sum | cut -c1-12)
 base=zkstock-local/servers:$hash
 
-if ! docker image inspect "$base" >/dev/null 2>&1; then
+# progress TAG WHAT: one line per image, as each is made, with the seconds it took
+started=$SECONDS
+progress() { echo "images: $1: $2 ($((SECONDS - started)) s)" >&2; started=$SECONDS; }
+
+if docker image inspect "$base" >/dev/null 2>&1; then
+	progress "$base" "cached (Debian's packages, built before)"
+else
 	command -v mmdebstrap >/dev/null 2>&1 || {
 		echo "images: installing mmdebstrap" >&2
 		sudo=()
 		[ "$(id -u)" -eq 0 ] || sudo=(sudo)
 		"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends mmdebstrap >/dev/null
 	}
-	echo "images: building $base with mmdebstrap" >&2
+	echo "images: $base: building a Debian bookworm root file system with mmdebstrap (minutes, the first time only)" >&2
 	sources=/etc/apt/sources.list.d/debian.sources
 	[ -f "$sources" ] || sources=/etc/apt/sources.list
 	# The JRE's install script needs /usr/share/man/man1 even with the man pages left out; the
@@ -39,11 +46,13 @@ if ! docker image inspect "$base" >/dev/null 2>&1; then
 		--customize-hook="copy-in $here/log4j.properties /etc/zkstock" \
 		bookworm - <"$sources" |
 		docker import --change 'ENTRYPOINT ["/usr/local/bin/entrypoint.sh"]' - "$base" >/dev/null
+	progress "$base" built
 fi
 
 service_image() { # service_image TAG CMD-JSON PORT
 	printf 'FROM %s\nEXPOSE %s\nCMD %s\n' "$base" "$3" "$2" |
 		docker build -q -t "$1" - >/dev/null
+	progress "$1" "ready (on $base)"
 }
 service_image zkstock-local/zookeeper:3.8 '["zookeeper"]' 2181
 service_image zkstock-local/mysql:8.0 '["mysqld"]' 3306
@@ -67,4 +76,5 @@ EXPOSE 8080
 ENTRYPOINT ["/usr/local/bin/orderd"]
 DOCKERFILE
 docker build -q -t zkstock-local/order:latest "$ctx" >/dev/null
+progress zkstock-local/order:latest "built from this checkout (orderd, loadtest, lockdemo)"
 echo "images: $base, zkstock-local/{zookeeper:3.8,mysql:8.0,mariadb:10.11,redis:7,order:latest}" >&2

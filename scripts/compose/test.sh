@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # make compose-test: builds the local images (scripts/compose/images.sh, cached by tag), then runs
 # the compose tests (./composetest: docker-compose.yml, docker-compose.ensemble.yml and
-# docker-compose.galera.yml broken on a real Docker engine, and the README's Docker steps and
-# docs/tutorial/08-failover-in-docker.md run as written; COMPOSE_TEST_RUN: go test's -run). One run at a time
+# docker-compose.galera.yml broken on a real Docker engine, and the Docker steps of README.md,
+# docs/compose.md and docs/tutorial/08-failover-in-docker.md run as written; COMPOSE_TEST_RUN: go test's -run). One run at a time
 # per machine (the compose file publishes fixed ports), bounded in time, and every project it
 # started is taken down, also on failure or Ctrl-C.
 set -euo pipefail
