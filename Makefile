@@ -18,7 +18,7 @@ FUZZ_TARGETS := FuzzAPI FuzzAdmin
 NODENAME_FUZZ_TARGETS := FuzzParse FuzzNaming
 FUZZTIME_TEST ?= 12s
 
-.PHONY: check-go test test-galera test-faults nemesis test-nemesis test-nemesis-galera lint compose-check compose-test admission-goals compose-up compose-loadtest compose-down screenshots footprint scale scale-ab syscalls-ab bench demo demo-up demo-down flash-sale galera-bench servers-start servers-stop help
+.PHONY: check-go test test-galera test-faults fuzz nemesis test-nemesis test-nemesis-galera lint compose-check compose-test admission-goals compose-up compose-loadtest compose-down screenshots footprint scale scale-ab syscalls-ab bench demo demo-up demo-down flash-sale galera-bench servers-start servers-stop help
 
 ## check-go: the Go toolchain is at least go.mod's version (1.26.8); every target below that
 ## builds or tests depends on it and says what is missing
@@ -44,13 +44,17 @@ test-galera: check-go
 	ZKSTOCK_GALERA=1 $(SERVERS) run --no-ensemble --galera -- $(GO) test -race -count=1 -p 1 -timeout 15m -run 'Galera|OrderIDs|WithoutGalera' -v ./inventory ./order ./internal/galeraprobe ./docs
 
 ## test-faults: the fault scenarios (processes killed, paused, cut off; ZooKeeper and MariaDB
-## stopped) and a bounded fuzz run; the results table goes to out/reliability-table.md
+## stopped); the results table goes to out/reliability-table.md. The parsers' fuzz targets run in
+## make test (FUZZTIME_TEST each) and at length in make fuzz
 test-faults: check-go lint
 	$(SERVERS) run -- env ZKSTOCK_FAULTS=1 $(GO) test -race -count=1 -timeout 30m -v ./faults
 	@# the inventory tests that restart MariaDB, on servers of their own (make test shares its servers)
 	$(SERVERS) run --no-ensemble -- env ZKSTOCK_FAULTS=1 $(GO) test -race -count=1 -run 'AfterARestart' -v ./inventory
+
+## fuzz: the request parsers' fuzz targets, FUZZTIME (30s) each, and what the fuzzer found kept as
+## seed corpus in order/testdata/fuzz, so that make test replays it
+fuzz: check-go
 	$(SERVERS) run --no-ensemble -- bash -c 'for t in $(FUZZ_TARGETS); do $(GO) test -run "^$$" -fuzz "^$$t$$" -fuzztime $(FUZZTIME) ./order || exit 1; done'
-	@# keep what the fuzzer found as seed corpus, so that make test replays it
 	for t in $(FUZZ_TARGETS); do mkdir -p order/testdata/fuzz/$$t; \
 		cp -n $$($(GO) env GOCACHE)/fuzz/github.com/zkstock/zkstock/order/$$t/* order/testdata/fuzz/$$t/ 2>/dev/null || true; done
 

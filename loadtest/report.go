@@ -64,11 +64,18 @@ type Row struct {
 	Max            float64        `json:"max_ms"`
 	Latency        []LatencyPoint `json:"latency"`
 	Sales          []Sale         `json:"sales"`
-	Open           *OpenLoop      `json:"open_loop,omitempty"` // the open loop's rates and answer classes (-rate)
+	ErrorAnswers   []ErrorAnswer  `json:"error_answers,omitempty"` // every answer counted in Errors, in the order the purchases were sent
+	Open           *OpenLoop      `json:"open_loop,omitempty"`     // the open loop's rates and answer classes (-rate)
 	// FalseRefusals are the sku_busy refusals the replicas found false during the mode's run
 	// (zkstock_false_refusals_total: the queue served the buyer's turn within the budget); nil
 	// when a replica's metrics could not be read.
 	FalseRefusals *int64 `json:"false_refusals,omitempty"`
+}
+
+// ErrorAnswer is one purchase answered with an error: when (since the mode started) and its code.
+type ErrorAnswer struct {
+	AtMillis float64 `json:"at_ms"`
+	Code     string  `json:"code"`
 }
 
 // LatencyPoint is one point of the latency distribution.

@@ -301,6 +301,7 @@ func summarize(mode string, cfg Config, samples []sample, elapsed time.Duration,
 		default:
 			row.Errors++
 			row.ErrorCodes[s.code]++
+			row.ErrorAnswers = append(row.ErrorAnswers, ErrorAnswer{AtMillis: ms(s.at), Code: s.code})
 		}
 	}
 	// Buyers were turned away although a whole purchase was still in stock.
