@@ -165,7 +165,7 @@ func (a *admission) enter(key string, mode LockMode, qty int64, now time.Time) (
 	var view queueView          // the fleet's queue it was foreseen from, if it was
 	if a.fleet != nil {
 		if v, ok := a.fleet(key, mode); ok {
-			raw = f.foreseenInFleet(now, a.budget, v.contenders, v.turn, qty)
+			raw = f.foreseenInFleet(now, a.budget, v.contenders, v.turn)
 			if raw >= 2*v.turn { // found a queue: its error is learnt (fleetErr)
 				fleetWait = raw + v.turn
 			}

@@ -191,13 +191,14 @@ func (f *skuFlow) pace(now time.Time, stalled bool, span time.Duration) {
 // the fleet's queue, one turn each, or, when the stock seen within fresh of now cannot last that
 // many turns, the wait for the sell-out: the turns the stock lasts, a turn whose holder finds it
 // short, and a poll that sends the queue away. A turn sells the units the purchases here ask for
-// on average, or qty with none in flight here (a sell-out that just sent them all away).
-func (f *skuFlow) foreseenInFleet(now time.Time, fresh time.Duration, contenders int, turn time.Duration, qty int64) time.Duration {
+// on average, or one with none in flight here (a sell-out that just sent them all away: the
+// stock seen, 0, lasts no turn whatever a turn sells).
+func (f *skuFlow) foreseenInFleet(now time.Time, fresh time.Duration, contenders int, turn time.Duration) time.Duration {
 	queue := time.Duration(contenders) * turn
 	if f.stockSeen.IsZero() || now.Sub(f.stockSeen) > fresh {
 		return queue
 	}
-	perTurn := float64(max(qty, 1))
+	perTurn := 1.0
 	if f.inFlight > 0 {
 		perTurn = max(1, float64(f.units)/float64(f.inFlight))
 	}

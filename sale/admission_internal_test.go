@@ -197,4 +197,20 @@ func TestAdmissionAtASellOutSeenHereWithNothingInFlight(t *testing.T) {
 	if _, err := a.enter("SELLOUT", ModeZK, 1, t0.Add(10*time.Millisecond)); err != nil {
 		t.Fatalf("a buyer 10 ms after this replica saw the stock at 0, nothing in flight here, 200 in the fleet's queue: %v; want admitted (the sell-out answers it within a turn and a poll)", err)
 	}
+	// A stock seen above 0 with nothing in flight here lasts a turn per unit: a big purchase is
+	// not foreseen to sell it out in a turn or two while the fleet's waiters buy their own.
+	b := newAdmission(2500 * time.Millisecond)
+	contenders = 1
+	b.fleet = a.fleet
+	leave, err = b.enter("STOCKED", ModeZK, 1, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leave(turnEnd{turned: true, left: 500})
+	contenders = 200
+	for _, qty := range []int64{1, 100, 1000} {
+		if _, err := b.enter("STOCKED", ModeZK, qty, t0.Add(10*time.Millisecond)); !isSKUBusy(err) {
+			t.Errorf("a purchase of %d, 500 units seen, nothing in flight here, 4 s of the fleet's queue: %v; want sku_busy", qty, err)
+		}
+	}
 }
