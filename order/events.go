@@ -190,6 +190,24 @@ func (s *Server) ConnContext(ctx context.Context, c net.Conn) context.Context {
 }
 
 // snapshot reads the SKU's state now; meter, when not nil, gives it its rates.
+// snapshotQueue reads the SKU's lock queue for a snapshot: the feed's producer (one per SKU)
+// reads it itself; a one-off snapshot (GET /'s first frame, which anyone may ask for in a loop)
+// takes the lock view every caller shares (lockView: reused for lockViewFresh, lockViewReaders
+// reads at once), cut to what the page shows.
+func (s *Server) snapshotQueue(ctx context.Context, sku string, oneOff bool) ([]dlock.QueueEntry, int, error) {
+	if !oneOff {
+		return s.locks.Queue(ctx, lockPath(sku), queueShown)
+	}
+	v, err := s.lockView(ctx, sku)
+	if err != nil {
+		return nil, 0, err
+	}
+	if v.err != nil {
+		return nil, 0, v.err
+	}
+	return v.queue[:min(len(v.queue), queueShown)], v.total, nil
+}
+
 func (s *Server) snapshot(ctx context.Context, sku string, meter *rateMeter) snapshot {
 	snap := snapshot{Replica: s.cfg.ReplicaID, Mode: s.Mode(), SKU: sku, Queue: []dlock.QueueEntry{}, Replicas: []fleet.MemberInfo{},
 		At: time.Now().UTC()}
@@ -201,7 +219,7 @@ func (s *Server) snapshot(ctx context.Context, sku string, meter *rateMeter) sna
 	} else if meter != nil {
 		snap.Rates = meter.next(s.countsNow(meter.sold, snap.Audit))
 	}
-	if snap.Queue, snap.QueueTotal, err = s.locks.Queue(ctx, lockPath(sku), queueShown); err != nil {
+	if snap.Queue, snap.QueueTotal, err = s.snapshotQueue(ctx, sku, meter == nil); err != nil {
 		snap.Queue = []dlock.QueueEntry{}
 		snap.Errors = append(snap.Errors, "lock queue: ZooKeeper did not answer")
 	}

@@ -5,12 +5,15 @@ import (
 	"context"
 	"embed"
 	"encoding/json"
+	"errors"
 	"html/template"
 	"net/http"
 	"path"
 	"time"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/zkstock/zkstock/inventory"
 )
 
 // web holds the live page: HTML, CSS and JS in the binary, no external assets, so that it works
@@ -68,7 +71,8 @@ func (s *Server) page(c *gin.Context) {
 }
 
 // pageBoot reads the products and the wanted one's state: the latest snapshot of its producer
-// when one runs (no read at all), else one made now, without rates (they need two snapshots).
+// when one runs (no read of its queue or audit), else one made now, without rates (they need two
+// snapshots), its queue from the shared lock view.
 func (s *Server) pageBoot(ctx context.Context, wanted string) *pageBoot {
 	ps, err := s.db().Products(ctx, 200)
 	if err != nil {
@@ -86,6 +90,9 @@ func (s *Server) pageBoot(ctx context.Context, wanted string) *pageBoot {
 		return boot
 	}
 	if _, err := s.db().Product(ctx, boot.SKU); err != nil { // unknown, or the database did not answer
+		if !errors.Is(err, inventory.ErrUnknownSKU) {
+			s.log.Warn("live page: product", "sku", boot.SKU, "err", err)
+		}
 		return boot
 	}
 	if state := s.feeds.latestState(boot.SKU); state != nil {
