@@ -334,7 +334,7 @@ func TestEnsembleLeaderKilled(t *testing.T) {
 	l := startLoad(t, loadtest.Config{SKU: sku, Stock: stock, Requests: 1500, Concurrency: 30, Modes: []string{"zk"}})
 	waitFor(t, 30*time.Second, "100 sold", func() bool { return auditOf(t, replicas[0], sku).UnitsSold >= 100 })
 	docker(t, "kill", s.container(t, old))
-	killedAt := time.Since(l.start)
+	killed := time.Now()
 	var rest []string
 	for _, srv := range zkServers {
 		if !strings.HasPrefix(srv, old+"=") {
@@ -347,8 +347,10 @@ func TestEnsembleLeaderKilled(t *testing.T) {
 	exact(t, row, stock)
 	gap, gapAt := longestGap(row)
 	// Issue 47's goals: sales resume within 2 s of the new leader, and outside the election (from
-	// the kill to 2 s after the new leader; the load's clock starts a little after l.start, so
-	// the window opens half a second early) under 1% of the answers are sku_busy.
+	// the kill to 2 s after the new leader; the kill's time is taken once docker kill returns, so
+	// the window opens 200 ms before it) under 1% of the answers are sku_busy. Times are on the
+	// load's clock (row.Started); the new leader is seen within one poll (200 ms) of its election.
+	killedAt := killed.Sub(row.Started)
 	led := killedAt + election
 	resumed := time.Duration(-1)
 	for _, sale := range row.Sales {
@@ -357,13 +359,17 @@ func TestEnsembleLeaderKilled(t *testing.T) {
 			break
 		}
 	}
-	if resumed > 2*time.Second {
+	soldOutBefore := len(row.Sales) > 0 && time.Duration(row.Sales[len(row.Sales)-1].AtMillis*float64(time.Millisecond)) < killedAt
+	switch {
+	case resumed > 2*time.Second:
 		t.Errorf("the first sale after the new leader came %.2f s after it, want within 2 s: %s", resumed.Seconds(), summary(row))
+	case resumed < 0 && !soldOutBefore:
+		t.Errorf("no sale after the new leader, and the stock was not sold out before the kill: %s", summary(row))
 	}
 	busyOutside := 0
 	for _, e := range row.ErrorAnswers {
 		at := time.Duration(e.AtMillis * float64(time.Millisecond))
-		if e.Code == "sku_busy" && (at < killedAt-500*time.Millisecond || at > led+2*time.Second) {
+		if e.Code == "sku_busy" && (at < killedAt-200*time.Millisecond || at > led+2*time.Second) {
 			busyOutside++
 		}
 	}

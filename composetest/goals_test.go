@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -60,14 +61,18 @@ func TestAdmissionGoals(t *testing.T) {
 	if err := busy.Start(); err != nil {
 		t.Fatal(err)
 	}
+	stopBusy := sync.OnceFunc(func() { _ = busy.Process.Kill(); _ = busy.Wait() })
+	t.Cleanup(stopBusy)
 	readme("one core kept busy (`sh -c 'while :; do :; done'`)")
-	_ = busy.Process.Kill()
-	_ = busy.Wait()
+	stopBusy()
 
 	// A flash sale of 1,000 buyers a second for 5 s at 100 units, then closed-loop buyers with ample stock.
 	setMode(t, "zk", replicas...)
 	flash := startLoad(t, loadtest.Config{SKU: "GOAL-FLASH", Stock: 100, Rate: 1000, Duration: 5 * time.Second, Modes: []string{"zk"}})
 	fr := flash.wait(t)[0]
+	if fr.Accepted != 100 || fr.Oversold != 0 || fr.LostUpdates != 0 {
+		t.Errorf("the flash sale: %s; want exactly the 100 units sold", summary(fr))
+	}
 	table = append(table, fmt.Sprintf("| flash sale, 1,000 buyers/s for 5 s, 100 units | 1 | %d sold, %d out_of_stock, errors %v, false refusals %s | %v |",
 		fr.Accepted, fr.SoldOut, fr.ErrorCodes, loadtest.Count(fr.FalseRefusals), fr.Accepted == 100 && fr.Oversold == 0))
 	for run := 1; run <= 3; run++ {

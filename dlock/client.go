@@ -151,8 +151,8 @@ func (c *Client) Close() error {
 		go func() {
 			// A container create in flight ends with its reply, or with the connection's loss
 			// (go-zookeeper's own timeout): both are safe, an end by Close is not (createContainer).
-			waitAtMost(&c.containerCreates, c.cfg.sessionTimeout)
-			c.conn.Close() // sends closeSession; go-zookeeper waits at most a second for the reply
+			waitAtMost(&c.containerCreates, time.Second) // within Close's 2 s with conn.Close's own second
+			c.conn.Close()                               // sends closeSession; go-zookeeper waits at most a second for the reply
 			close(done)
 		}()
 		select {

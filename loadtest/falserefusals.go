@@ -15,20 +15,19 @@ import (
 // have joined served within the budget (the replica's own judge; a lower bound).
 const falseRefusalsMetric = "zkstock_false_refusals_total"
 
-// falseRefusals sums the replicas' false-refusal counters; an error when one cannot be read, since
-// a sum that misses a replica would understate them.
-func falseRefusals(ctx context.Context, a *api, targets []string) (int64, error) {
-	var sum int64
+// falseRefusals reads each replica's false-refusal counter; an error when one cannot be read,
+// since a sum that misses a replica would understate them.
+func falseRefusals(ctx context.Context, a *api, targets []string) ([]int64, error) {
+	counts := make([]int64, len(targets))
 	var errs []error
-	for _, t := range targets {
+	for i, t := range targets {
 		n, err := scrapeCounter(ctx, a.http, t+"/metrics", falseRefusalsMetric)
 		if err != nil {
 			errs = append(errs, err)
-			continue
 		}
-		sum += n
+		counts[i] = n
 	}
-	return sum, errors.Join(errs...)
+	return counts, errors.Join(errs...)
 }
 
 // scrapeCounter reads one counter, summed over its labels, from a Prometheus text exposition; a
@@ -62,7 +61,9 @@ func scrapeCounter(ctx context.Context, client *http.Client, url, name string) (
 }
 
 // countFalseRefusals reads the replicas' counters now and returns what reads them again: the false
-// refusals between the two, nil when either reading missed a replica.
+// refusals between the two, nil when a reading missed a replica. A lower bound: a replica judges a
+// refusal from the readings of the queue that purchases make after it, so the last refusals of a
+// run may go unjudged. A counter that went down (its replica restarted) counts what it shows since.
 func countFalseRefusals(ctx context.Context, a *api, targets []string) func() *int64 {
 	before, err := falseRefusals(ctx, a, targets)
 	return func() *int64 {
@@ -73,7 +74,14 @@ func countFalseRefusals(ctx context.Context, a *api, targets []string) func() *i
 		if err != nil {
 			return nil
 		}
-		n := after - before
+		var n int64
+		for i := range after {
+			if after[i] >= before[i] {
+				n += after[i] - before[i]
+			} else {
+				n += after[i]
+			}
+		}
 		return &n
 	}
 }

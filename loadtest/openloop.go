@@ -137,6 +137,7 @@ func runOpenMode(ctx context.Context, a *api, cfg Config, mode string, rate, sto
 		return Row{}, err
 	}
 	row := summarize(mode, cfg, samples, elapsed, audits)
+	row.Started = start
 	row.FalseRefusals = falseRefused()
 	row.Open = openLoopStats(cfg, rate, samples, time.Duration(lastSend.Load()), row)
 	return row, nil

@@ -56,6 +56,7 @@ type Row struct {
 	Oversold       int64          `json:"oversold"`
 	LostUpdates    int64          `json:"lost_updates"`
 	Undersold      int64          `json:"undersold"`
+	Started        time.Time      `json:"started"` // when the mode's first purchase was sent: the origin of every at_ms
 	Seconds        float64        `json:"seconds"`
 	Throughput     float64        `json:"throughput_rps"`
 	P50            float64        `json:"p50_ms"`

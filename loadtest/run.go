@@ -114,6 +114,7 @@ func runMode(ctx context.Context, a *api, cfg Config, mode string, progress Prog
 		return Row{}, err
 	}
 	row := summarize(mode, cfg, samples, elapsed, audits)
+	row.Started = start
 	row.FalseRefusals = falseRefused()
 	return row, nil
 }

@@ -43,6 +43,10 @@ type Client struct {
 	back   chan struct{} // closed while the client has a session; a new one per disconnection
 	closed chan struct{}
 	once   sync.Once
+	// containerCreates are the container creates in flight, counted under mu while not closed:
+	// Close waits for them before it closes the connection (see ensurePath).
+	containerCreates sync.WaitGroup
+	closing          bool
 
 	// bg is the context of the clean-ups that outlive the calls that started them; Close ends it.
 	bg       context.Context
@@ -114,8 +118,17 @@ func Connect(ctx context.Context, servers []string, sessionTimeout time.Duration
 // Close ends the session; its nodes go with it, and the clean-ups still trying stop.
 func (c *Client) Close() error {
 	c.once.Do(func() {
+		c.mu.Lock()
+		c.closing = true
+		c.mu.Unlock()
 		close(c.closed)
 		c.bgCancel()
+		done := make(chan struct{})
+		go func() { c.containerCreates.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(time.Second):
+		}
 		c.conn.Close()
 	})
 	return nil
@@ -153,6 +166,16 @@ func (c *Client) ensurePath(ctx context.Context, dir string) error {
 	for _, part := range strings.Split(strings.TrimPrefix(dir, "/"), "/") {
 		p += "/" + part
 		_, err := call(ctx, c, func() (string, error) {
+			// go-zookeeper's CreateContainer reads its reply even when Close ended the request
+			// while the reply was decoded (a data race): Close waits for these first.
+			c.mu.Lock()
+			if c.closing {
+				c.mu.Unlock()
+				return "", errClosed
+			}
+			c.containerCreates.Add(1)
+			c.mu.Unlock()
+			defer c.containerCreates.Done()
 			c.stats.creates.Add(1)
 			return c.conn.CreateContainer(p, nil, zk.FlagContainer, c.acl)
 		})
