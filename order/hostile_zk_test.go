@@ -68,24 +68,36 @@ func squatLockPath(t *testing.T, sku string) (owner, stranger *zk.Conn) {
 	path := order.LockRoot + "/" + sku
 	testenv.DeleteZKTreeAtCleanup(t, servers, path)
 	open := zk.WorldACL(zk.PermAll)
-	for _, p := range []string{"/zkstock", "/zkstock/locks", order.LockRoot} {
-		if _, err := owner.Create(p, nil, 0, open); err != nil && !errors.Is(err, zk.ErrNodeExists) {
-			t.Fatal(err)
-		}
-	}
-	if _, err := owner.SetACL(order.LockRoot, open, -1); err != nil {
-		t.Fatal(err)
-	}
 	stranger, _, err := zk.Connect(servers, 10*time.Second, zk.WithLogInfo(false))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(stranger.Close)
-	if _, err := stranger.Create(path, nil, 0, open); err != nil {
-		t.Fatal(err)
+	// The lock root may be an empty container another test's replicas left: ZooKeeper reaps it at
+	// any moment, between this setup's steps too (zk: node does not exist); then it starts over.
+	squat := func() error {
+		for _, p := range []string{"/zkstock", "/zkstock/locks", order.LockRoot} {
+			if _, err := owner.Create(p, nil, 0, open); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+				return err
+			}
+		}
+		if _, err := owner.SetACL(order.LockRoot, open, -1); err != nil {
+			return err
+		}
+		if _, err := stranger.Create(path, nil, 0, open); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			return err
+		}
+		_, err := stranger.Create(path+"/_c_00000000-0000-0000-0000-000000000000-lock-", nil, zk.FlagEphemeralSequential, open)
+		return err
 	}
-	if _, err := stranger.Create(path+"/_c_00000000-0000-0000-0000-000000000000-lock-", nil, zk.FlagEphemeralSequential, open); err != nil {
-		t.Fatal(err)
+	for try := 1; ; try++ {
+		err := squat()
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, zk.ErrNoNode) || try == 5 {
+			t.Fatal(err)
+		}
 	}
 	return owner, stranger
 }
