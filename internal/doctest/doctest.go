@@ -252,7 +252,7 @@ func (sh Shell) RunPage(t *testing.T, p Page) {
 				t.Errorf("%s:%d: %v", p.Path, f.Line, err)
 				continue
 			}
-			t.Logf("%s:%d: figure %s: the run shows %v%s, within %s of the page", p.Path, f.Line, f.Name, run, f.Unit, f.Tol)
+			t.Logf("%s:%d: figure %s: the run shows %v%s; the page writes %s", p.Path, f.Line, f.Name, run, f.Unit, f.written())
 		}
 	}
 }

@@ -132,6 +132,19 @@ func (f *Figure) marked(m []string, line int) error {
 	return nil
 }
 
+// written is where the page writes the figure, and how near the run must be to each.
+func (f Figure) written() string {
+	var ws []string
+	for _, w := range f.Written {
+		within := f.Tol.String()
+		if w.Lo < w.Hi {
+			within = "a range"
+		}
+		ws = append(ws, fmt.Sprintf("%q (line %d, %s)", w.Text, w.Line, within))
+	}
+	return strings.Join(ws, ", ")
+}
+
 // Check reads the figure in a run's output and returns it, with an error if the output does not
 // show it, or if the page writes it anywhere as a value farther from it than the tolerance or as a
 // range that does not hold it.
@@ -144,28 +157,30 @@ func (f Figure) Check(out string) (float64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("figure %s: the output shows %q, not a number", f.Name, m[1])
 	}
-	var far []string
+	far := f
+	far.Written = nil
 	for _, w := range f.Written {
-		lo, hi, within := w.Lo, w.Hi, f.Tol.String()
+		lo, hi := w.Lo, w.Hi
 		switch {
-		case lo < hi:
-			within = "a range" // its own tolerance
+		case lo < hi: // a range is its own tolerance
 		case f.Tol.Relative:
 			lo, hi = lo-math.Abs(lo)*f.Tol.Value, hi+math.Abs(hi)*f.Tol.Value
 		default:
 			lo, hi = lo-f.Tol.Value, hi+f.Tol.Value
 		}
 		if run < lo || run > hi {
-			far = append(far, fmt.Sprintf("%q (line %d, %s)", w.Text, w.Line, within))
+			far.Written = append(far.Written, w)
 		}
 	}
-	if len(far) > 0 {
+	if len(far.Written) > 0 {
 		return run, fmt.Errorf("figure %s: the run shows %s%s, out of what the page writes: %s",
-			f.Name, m[1], f.Unit, strings.Join(far, ", "))
+			f.Name, m[1], f.Unit, far.written())
 	}
 	return run, nil
 }
 
-// Untied is the text without the figures tied to a run by a mark, for the checks that look for
-// the figures that are not.
-func Untied(s string) string { return markRE.ReplaceAllString(s, "") }
+// Untied is the text with the figures tied to a run by a mark, and their marks, blanked out (the
+// same number of bytes of spaces), for the checks that look for the figures that are not.
+func Untied(s string) string {
+	return markRE.ReplaceAllStringFunc(s, func(m string) string { return strings.Repeat(" ", len(m)) })
+}
