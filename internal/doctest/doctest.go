@@ -10,14 +10,16 @@
 //
 // names the number that REGEXP's one capture finds in the step's output (a capture named by its
 // time unit, (?P<ms>...), lets the text write it in s). The page writes the figure in two ways:
-// in the step's sample output (the ```text block right after the step's lines), where REGEXP
-// matches it, and in its text, as the number or range before a mark: "sold out at 1.1 s<!-- =NAME -->"
-// or "0.8–1.6 s<!-- =NAME -->" (a unit may stand between; GitHub shows the mark as nothing). The
-// step fails when the run's figure is farther than TOL from any value written, or outside a
-// range written (a range is its own tolerance). TOL is ±N% of the page's figure or ±N in the capture's unit; ±10% when left out
-// (DefaultTolerance), for a count or rate that the command sets. A timing needs its own, wide
-// tolerance or a range: on 2 shared cores a p99 varies 2–5× between runs. A figure no run here
-// makes (a benchmark's, a cluster's) is stated with the command and the date it came from.
+// in the step's sample output (the first code block after the step, if it is a ```text block
+// before the next heading or step), where REGEXP matches it; and in its text, as the number or
+// range just before a mark, "sold out at 1.1 s<!-- =NAME -->" or "0.8–1.6 s<!-- =NAME -->" (a
+// unit may stand between; GitHub shows the mark as nothing). The step fails when the run's
+// figure is farther than TOL from a value written, or outside a range written (a range is its
+// own tolerance). TOL is ±N% of the page's figure or ±N in the capture's unit; ±10% when left
+// out (DefaultTolerance), for a count or a rate that the command sets. A timing needs a wide
+// tolerance or a range of its own: on 2 shared cores a p99 varies 2–5× between runs. A figure no
+// run here makes (a benchmark's, a cluster's) is stated with the command and the date it came
+// from; docs/check flags a measured time in a chapter that is neither tied nor dated.
 package doctest
 
 import (
@@ -137,10 +139,14 @@ func Parse(path string) (Page, error) {
 	return p, nil
 }
 
-// sampleAfter is the ```text block that starts at line j, after blank lines if any: the output
-// the page shows for the step before it. line is its first line's number.
+// sampleAfter is the output the page shows for the step whose lines end before line j: the first
+// code block from there, if it is a ```text block that comes before the next heading or step.
+// line is its first line's number.
 func sampleAfter(lines []string, j int) (sample string, line int, ok bool) {
-	for ; j < len(lines) && strings.TrimSpace(lines[j]) == ""; j++ {
+	for ; j < len(lines) && !strings.HasPrefix(lines[j], "```"); j++ {
+		if strings.HasPrefix(lines[j], "#") || runLine.MatchString(strings.TrimSpace(lines[j])) {
+			return "", 0, false
+		}
 	}
 	if j >= len(lines) || lines[j] != "```text" {
 		return "", 0, false

@@ -114,3 +114,26 @@ func TestUntiedDropsTheMarkedFigures(t *testing.T) {
 		t.Errorf("Untied: %q, want %q", got, want)
 	}
 }
+
+func TestTheSampleIsTheStepsFirstTextBlock(t *testing.T) {
+	step := "<!-- run -->\n```sh\ntrue\n```\n<!-- figure: x (?m)^x (\\d+)$ -->\n"
+	for _, c := range []struct {
+		page string
+		want int // writings of x
+	}{
+		{step + "\nYou will see:\n\n```text\nx 1\n```\n", 1},
+		{step + "\n## Next\n\n```text\nx 1\n```\n\nx 1<!-- =x -->\n", 1},                        // past a heading: not its sample
+		{step + "\n```sh\nx 1\n```\n\n```text\nx 1\n```\n\nx 1<!-- =x -->\n", 1},                // the first block is not text
+		{step + "\n<!-- run -->\n```sh\ntrue\n```\n\n```text\nx 1\n```\n\nx 1<!-- =x -->\n", 1}, // the next step's
+		{step + "\n```text\nx 1\n```\n\nx 2<!-- =x --> here, 1–3<!-- =x --> in runs\n", 3},      // the sample and two marks
+	} {
+		p, err := parseText(t, c.page)
+		if err != nil {
+			t.Errorf("page\n%s: %v", c.page, err)
+			continue
+		}
+		if got := len(p.Steps[0].Figures[0].Written); got != c.want {
+			t.Errorf("page\n%s: x written %d times (%+v), want %d", c.page, got, p.Steps[0].Figures[0].Written, c.want)
+		}
+	}
+}
