@@ -1,8 +1,10 @@
 // Package check holds no code: its tests keep the README and the docs consistent with each other,
 // without servers: every figure of the README's "numbers at a glance" is in the section it cites,
 // a table copied from the benchmarks is copied exactly, every tutorial chapter is listed in order
-// and links to the next one, every link between the pages lands on a file and a heading, and no
-// table cell runs past a paragraph's length.
+// and links to the next one, every link between the pages lands on a file and a heading, no
+// table cell runs past a paragraph's length, and neither the README nor a chapter states a
+// measured time that is neither tied to the doc runner's run (internal/doctest's figures) nor
+// dated.
 package check_test
 
 import (

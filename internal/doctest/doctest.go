@@ -3,6 +3,23 @@
 // <!-- expect: REGEXP --> lines after the block say what its output must show. A page that needs
 // more than the local demo says so in a <!-- needs: WHAT --> line; a single step does so with
 // <!-- run: WHAT --> instead of <!-- run -->.
+//
+// A figure ties a number the page writes to the run. Among the expect lines,
+//
+//	<!-- figure: NAME REGEXP ±TOL -->
+//
+// names the number that REGEXP's one capture finds in the step's output (a capture named by its
+// time unit, (?P<ms>...), lets the text write it in s). The page writes the figure in two ways:
+// in the step's sample output (the first code block after the step, if it is a ```text block
+// before the next heading or step), where REGEXP matches it; and in its text, as the number or
+// range just before a mark, "sold out at 1.1 s<!-- =NAME -->" or "0.8–1.6 s<!-- =NAME -->" (a
+// unit may stand between; GitHub shows the mark as nothing). The step fails when the run's
+// figure is farther than TOL from a value written, or outside a range written (a range is its
+// own tolerance). TOL is ±N% of the page's figure or ±N in the capture's unit; ±10% when left
+// out (DefaultTolerance), for a count or a rate that the command sets. A timing needs a wide
+// tolerance or a range of its own: on 2 shared cores a p99 varies 2–5× between runs. A figure no
+// run here makes (a benchmark's, a cluster's) is stated with the command and the date it came
+// from; docs/check flags a measured time in a chapter that is neither tied nor dated.
 package doctest
 
 import (
@@ -23,6 +40,7 @@ type Step struct {
 	Needs   string // "" for the local demo
 	Script  string
 	Expects []*regexp.Regexp
+	Figures []Figure
 }
 
 var (
@@ -87,6 +105,14 @@ func Parse(path string) (Page, error) {
 			s.Script += lines[j] + "\n"
 		}
 		for j++; j < len(lines); j++ {
+			if m := figureLine.FindStringSubmatch(lines[j]); m != nil {
+				f, err := parseFigure(m, j+1)
+				if err != nil {
+					return Page{}, fmt.Errorf("doctest: %s:%d: %w", path, j+1, err)
+				}
+				s.Figures = append(s.Figures, f)
+				continue
+			}
 			m := expectLine.FindStringSubmatch(lines[j])
 			if m == nil {
 				break
@@ -97,10 +123,81 @@ func Parse(path string) (Page, error) {
 			}
 			s.Expects = append(s.Expects, re)
 		}
+		if sample, line, ok := sampleAfter(lines, j); ok {
+			for k := range s.Figures {
+				if err := s.Figures[k].sampled(sample, line); err != nil {
+					return Page{}, fmt.Errorf("doctest: %s:%d: %w", path, line, err)
+				}
+			}
+		}
 		p.Steps = append(p.Steps, s)
 		i = j - 1
 	}
+	if err := p.markFigures(lines); err != nil {
+		return Page{}, fmt.Errorf("doctest: %s: %w", path, err)
+	}
 	return p, nil
+}
+
+// sampleAfter is the output the page shows for the step whose lines end before line j: the first
+// code block from there, if it is a ```text block that comes before the next heading or step.
+// line is its first line's number.
+func sampleAfter(lines []string, j int) (sample string, line int, ok bool) {
+	for ; j < len(lines) && !strings.HasPrefix(lines[j], "```"); j++ {
+		if strings.HasPrefix(lines[j], "#") || runLine.MatchString(strings.TrimSpace(lines[j])) {
+			return "", 0, false
+		}
+	}
+	if j >= len(lines) || lines[j] != "```text" {
+		return "", 0, false
+	}
+	var b strings.Builder
+	for k := j + 1; k < len(lines) && lines[k] != "```"; k++ {
+		b.WriteString(lines[k] + "\n")
+	}
+	return b.String(), j + 2, true
+}
+
+// markFigures adds the page's marks <!-- =NAME --> (outside code blocks) to the figures they
+// name, and fails for a mark of no figure and for a figure the page writes nowhere.
+func (p *Page) markFigures(lines []string) error {
+	figures := map[string]*Figure{}
+	for i := range p.Steps {
+		for k := range p.Steps[i].Figures {
+			f := &p.Steps[i].Figures[k]
+			if figures[f.Name] != nil {
+				return fmt.Errorf("%d: a second figure %s", f.Line, f.Name)
+			}
+			figures[f.Name] = f
+		}
+	}
+	fence := false
+	for i, l := range lines {
+		if strings.HasPrefix(l, "```") {
+			fence = !fence
+		}
+		if fence {
+			continue
+		}
+		for _, m := range markRE.FindAllStringSubmatch(l, -1) {
+			f := figures[m[4]]
+			if f == nil {
+				return fmt.Errorf("%d: a mark of figure %s, which no <!-- figure: --> line after a step defines", i+1, m[4])
+			}
+			if err := f.marked(m, i+1); err != nil {
+				return fmt.Errorf("%d: %w", i+1, err)
+			}
+		}
+		if n := strings.Count(l, "<!-- ="); n > len(markRE.FindAllString(l, -1)) {
+			return fmt.Errorf("%d: a mark <!-- =NAME --> that follows no number", i+1)
+		}
+	}
+	for _, f := range figures {
+		if len(f.Written) == 0 {
+			return fmt.Errorf("%d: figure %s is neither in the step's sample output nor marked in the text", f.Line, f.Name)
+		}
+	}
+	return nil
 }
 
 // Shell is where a page's commands run: the directory (the repository root), the environment
@@ -153,6 +250,15 @@ func (sh Shell) RunPage(t *testing.T, p Page) {
 			if !re.MatchString(out) {
 				t.Fatalf("%s:%d: output does not match %q\n--- commands\n%s--- output\n%s", p.Path, s.Line, re, s.Script, out)
 			}
+		}
+		// a figure off from the page fails the page, but the steps after it still run
+		for _, f := range s.Figures {
+			run, err := f.Check(out)
+			if err != nil {
+				t.Errorf("%s:%d: %v", p.Path, f.Line, err)
+				continue
+			}
+			t.Logf("%s:%d: figure %s: the run shows %v%s; the page writes %s", p.Path, f.Line, f.Name, run, f.Unit, f.written())
 		}
 	}
 }
