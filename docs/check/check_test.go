@@ -61,19 +61,30 @@ type heading struct {
 	anchor      string
 }
 
-// headings are a page's headings outside code blocks, with their anchors (a repeated one gets
-// -1, -2, ... as on GitHub).
-func headings(lines []string) []heading {
-	var hs []heading
-	seen := map[string]int{}
+// outsideCode says, for each of a page's lines, whether it is prose: outside a code block, and not
+// a fence itself.
+func outsideCode(lines []string) []bool {
+	prose := make([]bool, len(lines))
 	fence := false
 	for i, l := range lines {
 		if strings.HasPrefix(l, "```") {
 			fence = !fence
 			continue
 		}
+		prose[i] = !fence
+	}
+	return prose
+}
+
+// headings are a page's headings outside code blocks, with their anchors (a repeated one gets
+// -1, -2, ... as on GitHub).
+func headings(lines []string) []heading {
+	var hs []heading
+	seen := map[string]int{}
+	prose := outsideCode(lines)
+	for i, l := range lines {
 		m := headingRE.FindStringSubmatch(l)
-		if fence || m == nil {
+		if !prose[i] || m == nil {
 			continue
 		}
 		a := slug(m[2])
@@ -346,12 +357,10 @@ func docPages(t *testing.T) []string {
 // that exists, and an anchor that one of its headings has.
 func TestLinksLand(t *testing.T) {
 	for _, page := range docPages(t) {
-		fence := false
-		for i, l := range readLines(t, page) {
-			if strings.HasPrefix(l, "```") {
-				fence = !fence
-			}
-			if fence {
+		lines := readLines(t, page)
+		prose := outsideCode(lines)
+		for i, l := range lines {
+			if !prose[i] {
 				continue
 			}
 			for _, m := range linkRE.FindAllStringSubmatch(l, -1) {
@@ -489,12 +498,10 @@ var linkTargetRE = regexp.MustCompile(`\]\([^)]*\)`)
 // blocks, is over maxCellWords words (a link counts by its text).
 func TestTableCellsAreShort(t *testing.T) {
 	for _, page := range docPages(t) {
-		fence := false
-		for i, l := range readLines(t, page) {
-			if strings.HasPrefix(l, "```") {
-				fence = !fence
-			}
-			if fence || !strings.HasPrefix(strings.TrimSpace(l), "|") {
+		lines := readLines(t, page)
+		prose := outsideCode(lines)
+		for i, l := range lines {
+			if !prose[i] || !strings.HasPrefix(strings.TrimSpace(l), "|") {
 				continue
 			}
 			for _, c := range cells(l) {

@@ -31,12 +31,9 @@ type block struct {
 func blocks(lines []string) []block {
 	var bs []block
 	var cur block
-	fence := false
+	prose := outsideCode(lines)
 	for i, l := range lines {
-		if strings.HasPrefix(l, "```") {
-			fence = !fence
-		}
-		if fence || strings.HasPrefix(l, "```") || strings.TrimSpace(l) == "" {
+		if !prose[i] || strings.TrimSpace(l) == "" {
 			if cur.text != "" {
 				bs = append(bs, cur)
 			}
