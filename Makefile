@@ -26,10 +26,12 @@ check-go:
 	@GO=$(GO) scripts/check-go.sh
 
 ## test: gofmt, go vet, docker-compose.yml check, then go test -race ./... and dlock's module
-## against real servers, then each fuzz target for FUZZTIME_TEST (12 s; about a minute in all);
+## against real servers, the docs' walkthroughs (./docs) last and alone, as a reader runs them on a
+## machine doing nothing else, then each fuzz target for FUZZTIME_TEST (12 s; about a minute in all);
 ## needs root for apt-get (about ten Debian packages, about 640 MB, when missing), up to 20 minutes
 test: check-go lint compose-check
-	$(SERVERS) run -- bash -c '$(GO) test -race -count=1 -timeout 20m ./... $(DLOCK_PKGS) && \
+	$(SERVERS) run -- bash -c '$(GO) test -race -count=1 -timeout 20m $$($(GO) list ./... | grep -v "/docs$$") $(DLOCK_PKGS) && \
+		$(GO) test -race -count=1 -timeout 10m ./docs && \
 		for t in $(FUZZ_TARGETS); do $(GO) test -run "^$$" -fuzz "^$$t$$" -fuzztime $(FUZZTIME_TEST) ./order || exit 1; done && \
 		for t in $(NODENAME_FUZZ_TARGETS); do $(GO) -C dlock test -run "^$$" -fuzz "^$$t$$" -fuzztime $(FUZZTIME_TEST) ./internal/nodename || exit 1; done'
 
