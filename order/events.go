@@ -189,7 +189,6 @@ func (s *Server) ConnContext(ctx context.Context, c net.Conn) context.Context {
 	return context.WithValue(ctx, connKey{}, c)
 }
 
-// snapshot reads the SKU's state now; meter, when not nil, gives it its rates.
 // snapshotQueue reads the SKU's lock queue for a snapshot: the feed's producer (one per SKU)
 // reads it itself; a one-off snapshot (GET /'s first frame, which anyone may ask for in a loop)
 // takes the lock view every caller shares (lockView: reused for lockViewFresh, lockViewReaders
@@ -208,6 +207,8 @@ func (s *Server) snapshotQueue(ctx context.Context, sku string, oneOff bool) ([]
 	return v.queue[:min(len(v.queue), queueShown)], v.total, nil
 }
 
+// snapshot reads the SKU's state now; meter, when not nil, gives it its rates (the feed's
+// producer), else it is a one-off (GET /'s first frame).
 func (s *Server) snapshot(ctx context.Context, sku string, meter *rateMeter) snapshot {
 	snap := snapshot{Replica: s.cfg.ReplicaID, Mode: s.Mode(), SKU: sku, Queue: []dlock.QueueEntry{}, Replicas: []fleet.MemberInfo{},
 		At: time.Now().UTC()}

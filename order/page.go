@@ -71,7 +71,7 @@ func (s *Server) page(c *gin.Context) {
 }
 
 // pageBoot reads the products and the wanted one's state: the latest snapshot of its producer
-// when one runs (no read of its queue or audit), else one made now, without rates (they need two
+// when one runs (no read of the product, its queue or audit), else one made now, without rates (they need two
 // snapshots), its queue from the shared lock view.
 func (s *Server) pageBoot(ctx context.Context, wanted string) *pageBoot {
 	ps, err := s.db().Products(ctx, 200)
@@ -89,14 +89,14 @@ func (s *Server) pageBoot(ctx context.Context, wanted string) *pageBoot {
 	if !skuPattern.MatchString(boot.SKU) { // none, or not a SKU: the page without a product
 		return boot
 	}
+	if state := s.feeds.latestState(boot.SKU); state != nil { // a producer runs: the product exists
+		boot.State = state
+		return boot
+	}
 	if _, err := s.db().Product(ctx, boot.SKU); err != nil { // unknown, or the database did not answer
 		if !errors.Is(err, inventory.ErrUnknownSKU) {
 			s.log.Warn("live page: product", "sku", boot.SKU, "err", err)
 		}
-		return boot
-	}
-	if state := s.feeds.latestState(boot.SKU); state != nil {
-		boot.State = state
 		return boot
 	}
 	if boot.State, err = json.Marshal(s.snapshot(ctx, boot.SKU, nil)); err != nil {
