@@ -187,8 +187,8 @@ func (f *skuFlow) pace(now time.Time, stalled bool, span time.Duration) {
 	}
 }
 
-// foreseenInFleet is the wait of a purchase of qty units arriving at now behind the contenders of
-// the fleet's queue, one turn each, or, when the stock seen within fresh of now cannot last that
+// foreseenInFleet is the wait of a purchase arriving at now behind the contenders of the fleet's
+// queue, one turn each, or, when the stock seen within fresh of now cannot last that
 // many turns, the wait for the sell-out: the turns the stock lasts, a turn whose holder finds it
 // short, and a poll that sends the queue away. A turn sells the units the purchases here ask for
 // on average, or one with none in flight here (a sell-out that just sent them all away: the
