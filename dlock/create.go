@@ -250,7 +250,7 @@ func (c *Client) ensureParents(ctx context.Context, dir string) error {
 // createContainer creates the container node p. go-zookeeper's CreateContainer reads its reply
 // even when Close ended the request (ErrConnectionClosed) while the reply was being decoded, a
 // data race its other requests guard against; so Close waits for the container creates in flight
-// before it closes the connection (closeConn), and none starts once the client is closing.
+// before it closes the connection (Close), and none starts once the client is closing.
 func (c *Client) createContainer(p string) (string, error) {
 	c.mu.Lock()
 	if c.state == stateClosed {
