@@ -13,10 +13,29 @@ const keysPerLookup = 500
 // away). A key it does not return holds no order as of its read; a key it returns is looked up
 // with PurchaseByKey for its answer.
 func (s *Store) KeysWithOrders(ctx context.Context, keys []string) (map[string]bool, error) {
+	return s.lookUpKeys(ctx, "SELECT DISTINCT request_id FROM orders WHERE request_id IN ?", 1, keys)
+}
+
+// KeysInUse says which of the purchase keys hold an order or an unexpired holding of another
+// attempt (HoldKey) now: a key it does not return held neither as of its read, so that a purchase
+// under it that holds nothing itself can be answered from a read made before (a sold-out product:
+// the answer rests on that read, and no attempt under the key was in flight at it or had sold).
+func (s *Store) KeysInUse(ctx context.Context, keys []string) (map[string]bool, error) {
+	return s.lookUpKeys(ctx, "SELECT request_id FROM orders WHERE request_id IN ? UNION "+
+		"SELECT request_id FROM key_attempts WHERE request_id IN ? AND expires_at > NOW(6)", 2, keys)
+}
+
+// lookUpKeys runs q, whose uses IN lists each take the keys, over as many statements as the keys
+// need, and returns the keys its rows name.
+func (s *Store) lookUpKeys(ctx context.Context, q string, uses int, keys []string) (map[string]bool, error) {
 	taken := make(map[string]bool)
 	for len(keys) > 0 {
 		n := min(len(keys), keysPerLookup)
-		rows, err := s.db.WithContext(ctx).Raw("SELECT DISTINCT request_id FROM orders WHERE request_id IN ?", keys[:n]).Rows()
+		args := make([]any, uses)
+		for i := range args {
+			args[i] = keys[:n]
+		}
+		rows, err := s.db.WithContext(ctx).Raw(q, args...).Rows()
 		if err != nil {
 			return nil, fmt.Errorf("inventory: look up %d keys: %w", n, err)
 		}

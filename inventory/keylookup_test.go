@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/zkstock/zkstock/inventory"
 )
@@ -36,5 +37,39 @@ func TestKeysWithOrders(t *testing.T) {
 		if err != nil || found != taken[key] {
 			t.Fatalf("key %q: PurchaseByKey found %v (%v), KeysWithOrders %v", key, found, err, taken[key])
 		}
+	}
+}
+
+// KeysInUse returns the keys that hold an order or another attempt's unexpired holding, and
+// neither a key whose holding has expired nor one whose holding was released.
+func TestKeysInUse(t *testing.T) {
+	s := openStore(t)
+	ctx := context.Background()
+	mustReset(t, s, "KEYS-2", 10)
+	if _, err := s.Deduct(ctx, inventory.Purchase{SKU: "KEYS-2", Qty: 1, RequestID: "KU-sold"}, inventory.Unsafe, inventory.Hooks{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range []struct {
+		key  string
+		hold time.Duration
+	}{{"KU-held", time.Minute}, {"KU-expired", time.Millisecond}, {"KU-released", time.Minute}} {
+		if held, _, err := s.HoldKey(ctx, h.key, "attempt-1", "r1", h.hold); err != nil || !held {
+			t.Fatalf("hold %s: held %v, %v", h.key, held, err)
+		}
+	}
+	if err := s.ReleaseKeys(ctx, []inventory.HeldKey{{Key: "KU-released", Attempt: "attempt-1"}}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * time.Millisecond) // KU-expired's holding ends by the database's clock
+	keys := []string{"KU-sold", "ku-sold", "KU-held", "KU-expired", "KU-released", "KU-never"}
+	for i := range 600 {
+		keys = append(keys, fmt.Sprintf("KU-none-%d", i))
+	}
+	inUse, err := s.KeysInUse(ctx, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(inUse) != 2 || !inUse["KU-sold"] || !inUse["KU-held"] {
+		t.Fatalf("keys in use %v; want KU-sold (an order) and KU-held (a holding) only", inUse)
 	}
 }

@@ -230,3 +230,34 @@ func TestLockQueueNoLongerThanTheStock(t *testing.T) {
 		t.Errorf("%d nodes in the lock's queue at once for 6 units left: want at most 24 (the 21 units the replicas saw left, the holder and nodes being deleted)", waiters)
 	}
 }
+
+// After a sell-out, a purchase is answered out_of_stock from a read of the stock before its key
+// is held, but only when its key is in no use: a key another attempt holds (on another replica,
+// say, its COMMIT stuck) is waited for as before and answered request_in_progress, and a key
+// that made an order is answered with that order.
+func TestSoldOutBeforeTheKeyHoldHonoursKeysInUse(t *testing.T) {
+	rs := newCluster(t, 1, clusterOpts{Mode: order.ModeZK, LockTimeout: time.Second})
+	r := rs[0]
+	const sku = "FLASH-UNHELD"
+	resetStock(t, r, sku, 1)
+	if rep := buy(t, r, sku, 1, "unheld-sold"); rep.status != 201 {
+		t.Fatalf("the last unit: %s %s", rep.codeLine(), rep.raw)
+	}
+	if held, _, err := r.Store.HoldKey(context.Background(), "unheld-in-flight", "another-attempt", "elsewhere", time.Minute); err != nil || !held {
+		t.Fatalf("another attempt's holding: held %v, %v", held, err)
+	}
+	before := metricValue(t, r, beforeQueueMetric)
+	for _, c := range []struct{ key, want string }{
+		{"unheld-free", "409 out_of_stock"},
+		{"unheld-in-flight", "409 request_in_progress"},
+		{"unheld-sold", "200 "},
+		{"", "409 out_of_stock"},
+	} {
+		if rep := buy(t, r, sku, 1, c.key); rep.codeLine() != c.want {
+			t.Errorf("a purchase under key %q after the sell-out: %s %s; want %s", c.key, rep.codeLine(), rep.raw, c.want)
+		}
+	}
+	if n := metricValue(t, r, beforeQueueMetric) - before; n != 2 {
+		t.Errorf("%d purchases answered out_of_stock before queueing; want the two with keys in no use", n)
+	}
+}

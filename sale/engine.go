@@ -133,6 +133,9 @@ func New(cfg Config, src inventory.Source, locks *dlock.Client, log *slog.Logger
 	e.soldOut.keys = func(ctx context.Context, keys []string) (map[string]bool, error) {
 		return e.store().KeysWithOrders(ctx, keys)
 	}
+	e.soldOut.keysInUse = func(ctx context.Context, keys []string) (map[string]bool, error) {
+		return e.store().KeysInUse(ctx, keys)
+	}
 	budget := cfg.QueueBudget
 	if budget == 0 {
 		budget = cfg.LockTimeout / 2

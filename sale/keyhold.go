@@ -116,16 +116,27 @@ const keyTries = 2
 // (with the returned context, which carries the change's deadline from its arrival):
 // so that every "nothing was sold" given after it is true of the key as of the look-up, and
 // nothing but this attempt can sell under the key until release. A look-up that fails is
-// KindKeyUnchecked; a key used for another purchase, KindKeyReused.
+// KindKeyUnchecked; a key used for another purchase, KindKeyReused. A purchase of a product
+// suspected sold out may be answered out_of_stock first, holding nothing (soldout_unheld.go).
 func (e *Engine) HoldPurchase(ctx context.Context, p inventory.Purchase) (_ context.Context, release func(), res inventory.Result, replayed bool, _ error) {
-	return holdAndReplay(e, ctx, p.RequestID, p.NewKey, []string{p.RequestID}, func(ctx context.Context) (inventory.Result, bool, error) {
+	arrived := time.Now()
+	clientKey := p.RequestID
+	if p.NewKey {
+		clientKey = ""
+	}
+	if e.soldOut.shortBeforeHold(ctx, p.SKU, p.Qty, clientKey) {
+		e.cfg.Metrics.SoldOutBeforeQueue.Inc()
+		e.soldOutFast.Add(1)
+		return ctx, nil, res, false, typed(inventory.ErrOutOfStock)
+	}
+	return holdAndReplay(e, ctx, arrived, p.RequestID, p.NewKey, []string{p.RequestID}, func(ctx context.Context) (inventory.Result, bool, error) {
 		return e.store().PurchaseByKey(ctx, p)
 	})
 }
 
 // HoldCart is HoldPurchase for a cart.
 func (e *Engine) HoldCart(ctx context.Context, cart inventory.Cart) (_ context.Context, release func(), res inventory.CartResult, replayed bool, _ error) {
-	return holdAndReplay(e, ctx, cart.RequestID, cart.NewKey, cart.Keys(), func(ctx context.Context) (inventory.CartResult, bool, error) {
+	return holdAndReplay(e, ctx, time.Now(), cart.RequestID, cart.NewKey, cart.Keys(), func(ctx context.Context) (inventory.CartResult, bool, error) {
 		return e.store().CartByKey(ctx, cart)
 	})
 }
@@ -133,7 +144,7 @@ func (e *Engine) HoldCart(ctx context.Context, cart inventory.Cart) (_ context.C
 // HoldCancel is HoldPurchase for a cancellation of order id, which allowed may cancel: held
 // under the order's CancelKey, answered as a replay when the order is cancelled already.
 func (e *Engine) HoldCancel(ctx context.Context, id int64, allowed func(inventory.Order) bool) (_ context.Context, release func(), res inventory.CancelResult, replayed bool, _ error) {
-	return holdAndReplay(e, ctx, inventory.CancelKey(id), false, nil, func(ctx context.Context) (inventory.CancelResult, bool, error) {
+	return holdAndReplay(e, ctx, time.Now(), inventory.CancelKey(id), false, nil, func(ctx context.Context) (inventory.CancelResult, bool, error) {
 		o, found, err := e.store().OrderByID(ctx, id)
 		if err != nil || !found || !allowed(o) || o.CancelledAt == nil {
 			return inventory.CancelResult{}, false, err // Cancel answers an unknown order, or a wrong key
@@ -148,9 +159,9 @@ func (e *Engine) HoldCancel(ctx context.Context, id int64, allowed func(inventor
 
 // holdAndReplay holds key and looks up what an earlier attempt under it made: at once when no
 // orderKeys are given, else only when the holding found an order under one of them.
-func holdAndReplay[R any](e *Engine, ctx context.Context, key string, fresh bool, orderKeys []string, made func(context.Context) (R, bool, error)) (_ context.Context, _ func(), res R, replayed bool, _ error) {
+func holdAndReplay[R any](e *Engine, ctx context.Context, arrived time.Time, key string, fresh bool, orderKeys []string, made func(context.Context) (R, bool, error)) (_ context.Context, _ func(), res R, replayed bool, _ error) {
 	// The change's deadline, from its arrival: its wait here counts against it (Admit).
-	ctx, end := context.WithDeadline(ctx, time.Now().Add(e.cfg.LockTimeout+e.txBudget()))
+	ctx, end := context.WithDeadline(ctx, arrived.Add(e.cfg.LockTimeout+e.txBudget()))
 	release, recorded, err := e.holdKey(ctx, key, fresh, orderKeys)
 	if err != nil {
 		end()

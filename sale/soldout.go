@@ -37,7 +37,10 @@ type soldOut struct {
 	// keys, when set, says which of the keys of the purchases a read sends away hold an order,
 	// in one look-up made after the read (inventory.Store.KeysWithOrders).
 	keys func(ctx context.Context, keys []string) (map[string]bool, error)
-	stop <-chan struct{}
+	// keysInUse says which of the keys of the purchases a read answers before their holds hold an
+	// order or another attempt's holding (inventory.Store.KeysInUse; soldout_unheld.go).
+	keysInUse func(ctx context.Context, keys []string) (map[string]bool, error)
+	stop      <-chan struct{}
 
 	mu   sync.Mutex
 	skus map[string]*stockWatch
@@ -67,6 +70,7 @@ const soldOutReadTimeout = time.Second
 type stockWatch struct {
 	suspect bool
 	queued  map[*queuedPurchase]struct{}
+	unheld  map[*unheldPurchase]struct{} // waiting for a read before their holds
 }
 
 // queuedPurchase is a purchase waiting for its SKU's lock.
@@ -105,7 +109,7 @@ func (so *soldOut) watch(sku string) *stockWatch {
 
 // forget drops a SKU's state once it holds nothing worth keeping. Under so.mu.
 func (so *soldOut) forget(sku string, w *stockWatch) {
-	if !w.suspect && len(w.queued) == 0 {
+	if !w.suspect && len(w.queued) == 0 && len(w.unheld) == 0 {
 		delete(so.skus, sku)
 	}
 }
@@ -188,6 +192,7 @@ func (so *soldOut) unsuspect(sku string) {
 	defer so.mu.Unlock()
 	if w := so.skus[sku]; w != nil {
 		w.suspect = false
+		sendOnUnheld(w) // no read will be made for them
 		so.forget(sku, w)
 	}
 }

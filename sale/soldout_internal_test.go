@@ -3,6 +3,7 @@ package sale
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 )
@@ -49,5 +50,96 @@ func TestSoldOutLooksUpTheKeysItSendsAwayAtOnce(t *testing.T) {
 		if len(lookups) != 1 || len(lookups[0]) != 2 {
 			t.Errorf("failing %v: look-ups %v; want one, of the two client keys", failing, lookups)
 		}
+	}
+}
+
+// Purchases of a suspected SKU wait for one read before holding their keys: after it, those it
+// finds short are out_of_stock when their key is in no use (or is the service's), after one
+// look-up of the client keys among them with KeysInUse; a key in use, a look-up that fails, and a
+// stock enough for the purchase send it on to hold its key. A restock seen here sends the waiting
+// purchases on at once.
+func TestSoldOutAnswersBeforeTheHoldAfterOneRead(t *testing.T) {
+	for _, failing := range []bool{false, true} {
+		var lookups [][]string
+		readDone, began := make(chan struct{}), make(chan struct{}, 1)
+		var stock int64
+		so := newSoldOut(func(context.Context, []string) (map[string]int64, error) {
+			select {
+			case began <- struct{}{}:
+			default:
+			}
+			<-readDone // every purchase has arrived before the first read is answered
+			stock++    // none at the first read, one unit at the next
+			return map[string]int64{"LAST": stock - 1}, nil
+		}, make(chan struct{}), false)
+		so.keys = func(context.Context, []string) (map[string]bool, error) {
+			t.Error("the purchases before their holds were looked up with KeysWithOrders, which misses holdings")
+			return nil, nil
+		}
+		so.keysInUse = func(_ context.Context, keys []string) (map[string]bool, error) {
+			lookups = append(lookups, keys)
+			if failing {
+				return nil, errors.New("the database did not answer")
+			}
+			return map[string]bool{"in-use": true}, nil
+		}
+		so.noteShort("LAST")
+		type purchase struct {
+			key string
+			qty int64
+		}
+		// The first purchase starts the poller's first read; the others arrive during it, and
+		// wait for the next.
+		buyers := []purchase{{"", 2}, {"free", 2}, {"in-use", 2}, {"enough", 1}}
+		want := map[string]bool{"": true, "free": !failing, "in-use": false, "enough": false}
+		got := make(map[string]bool)
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for i, b := range buyers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				short := so.shortBeforeHold(context.Background(), "LAST", b.qty, b.key)
+				mu.Lock()
+				got[b.key] = short
+				mu.Unlock()
+			}()
+			if i == 0 {
+				<-began
+			}
+		}
+		for waiting := 0; waiting < len(buyers); time.Sleep(time.Millisecond) {
+			so.mu.Lock()
+			waiting = len(so.skus["LAST"].unheld)
+			so.mu.Unlock()
+		}
+		close(readDone)
+		wg.Wait()
+		for key, w := range want {
+			if got[key] != w {
+				t.Errorf("failing %v: the purchase keyed %q: out_of_stock %v, want %v", failing, key, got[key], w)
+			}
+		}
+		if len(lookups) != 1 || len(lookups[0]) != 2 {
+			t.Errorf("failing %v: look-ups %v; want one, of the two short client keys", failing, lookups)
+		}
+	}
+
+	so := newSoldOut(func(ctx context.Context, _ []string) (map[string]int64, error) {
+		<-ctx.Done() // a read that never answers
+		return nil, ctx.Err()
+	}, make(chan struct{}), false)
+	so.noteShort("BACK")
+	answered := make(chan bool, 1)
+	go func() { answered <- so.shortBeforeHold(context.Background(), "BACK", 1, "k") }()
+	time.Sleep(20 * time.Millisecond)
+	so.noteRestock("BACK", 5)
+	select {
+	case short := <-answered:
+		if short {
+			t.Error("a purchase waiting when the product was restocked was answered out_of_stock")
+		}
+	case <-time.After(time.Second):
+		t.Error("a purchase waiting before its hold was not sent on by a restock")
 	}
 }

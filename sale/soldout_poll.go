@@ -29,7 +29,7 @@ func (so *soldOut) poll() {
 		so.mu.Lock()
 		var skus []string
 		for sku, w := range so.skus {
-			if w.suspect && len(w.queued) > 0 {
+			if w.suspect && (len(w.queued) > 0 || len(w.unheld) > 0) {
 				skus = append(skus, sku)
 			}
 		}
@@ -46,11 +46,12 @@ func (so *soldOut) poll() {
 		stocks, err := so.stocks(ctx, skus)
 		cancel()
 		if err == nil {
-			short := so.shortOf(stocks, read)
+			short, unheld := so.shortOf(stocks, read)
 			for sku, stock := range stocks { // told as read, before the look-up of the keys
 				so.tell(sku, stock)
 			}
 			so.sendAway(short)
+			so.answerUnheld(unheld)
 		}
 		select {
 		case <-t.C:
@@ -65,11 +66,11 @@ func (so *soldOut) poll() {
 }
 
 // shortOf takes out of the queues every purchase queued before the read numbered read began that
-// asks for more than its SKU's stock in that read, for sendAway.
-func (so *soldOut) shortOf(stocks map[string]int64, read uint64) []*queuedPurchase {
+// asks for more than its SKU's stock in that read, for sendAway, and answers the purchases
+// waiting before their holds (unheldOf), returning those it found short, for answerUnheld.
+func (so *soldOut) shortOf(stocks map[string]int64, read uint64) (short []*queuedPurchase, unheld []*unheldPurchase) {
 	so.mu.Lock()
 	defer so.mu.Unlock()
-	var short []*queuedPurchase
 	for sku, stock := range stocks {
 		w := so.skus[sku]
 		if w == nil {
@@ -82,12 +83,16 @@ func (so *soldOut) shortOf(stocks map[string]int64, read uint64) []*queuedPurcha
 				delete(w.queued, q)
 			}
 		}
+		unheld = append(unheld, unheldOf(w, stock, read)...)
 		// With units left, the purchases still queued can be served: their turns decide, and a
 		// sale that empties the SKU makes it suspected again.
 		w.suspect = stock == 0
+		if !w.suspect {
+			sendOnUnheld(w) // no read will be made for those that came during this one
+		}
 		so.forget(sku, w)
 	}
-	return short
+	return short, unheld
 }
 
 // sendAway ends the wait of purchases a read found short, after one look-up of their keys: those

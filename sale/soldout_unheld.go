@@ -1,0 +1,125 @@
+package sale
+
+import (
+	"context"
+	"time"
+)
+
+// The sold-out answer before a key is held (soldout.go). A purchase of a suspected SKU waits for
+// the poller's next read rather than holding its key and reading the stock itself: in a flash
+// sale the buyers past the stock then cost the database two statements a poll between them, not
+// a holding's write, its release and a read each. Found short by a read begun after it arrived,
+// and its key in no use at a look-up made after the read (no order, no other attempt's unexpired
+// holding: inventory.Store.KeysInUse), it is answered out_of_stock having written nothing.
+// Otherwise (stock enough, a key in use, a read or look-up that failed or took too long) it goes
+// on to hold its key like any purchase.
+//
+// The answer promises what one given after holding the key would: no attempt under the key had
+// sold or was in flight at the look-up, and an attempt that holds the key later could as well
+// have held it once this one's holding was released.
+
+// unheldPurchase is a purchase waiting for a read before holding its key.
+type unheldPurchase struct {
+	qty    int64
+	key    string    // the client's Idempotency-Key; empty for a key the service made
+	seenBy uint64    // the reads begun before it arrived
+	short  chan bool // its answer, once: out_of_stock (true), or hold the key and go on
+}
+
+// unheldWait bounds a purchase's wait for the read: a poll's pause, and a read and a look-up that
+// take their whole time.
+const unheldWait = 2*soldOutPoll + 2*soldOutReadTimeout
+
+// shortBeforeHold says whether a purchase of qty units of sku, under key (empty for a key the
+// service made), is out_of_stock as of a read made after now with its key in no use: it may be
+// answered so without holding its key. False, at once, for a SKU not suspected here.
+func (so *soldOut) shortBeforeHold(ctx context.Context, sku string, qty int64, key string) bool {
+	so.mu.Lock()
+	w := so.skus[sku]
+	if w == nil || !w.suspect {
+		so.mu.Unlock()
+		return false
+	}
+	if so.trustSuspicion {
+		so.mu.Unlock()
+		return true // the negative control's mistake (tests only)
+	}
+	u := &unheldPurchase{qty: qty, key: key, seenBy: so.reads, short: make(chan bool, 1)}
+	if w.unheld == nil {
+		w.unheld = map[*unheldPurchase]struct{}{}
+	}
+	w.unheld[u] = struct{}{}
+	so.startPolling()
+	so.mu.Unlock()
+
+	t := time.NewTimer(unheldWait)
+	defer t.Stop()
+	select {
+	case short := <-u.short:
+		return short
+	case <-ctx.Done():
+	case <-t.C:
+	}
+	so.mu.Lock()
+	if w := so.skus[sku]; w != nil {
+		delete(w.unheld, u)
+		so.forget(sku, w)
+	}
+	so.mu.Unlock()
+	select {
+	case short := <-u.short: // answered as it gave up
+		return short
+	default:
+		return false
+	}
+}
+
+// unheldOf takes out of w the purchases waiting before their holds that arrived before the read
+// numbered read began: those it leaves short of stock are returned, the others told to go on.
+// Under so.mu.
+func unheldOf(w *stockWatch, stock int64, read uint64) (short []*unheldPurchase) {
+	for u := range w.unheld {
+		if u.seenBy >= read {
+			continue
+		}
+		delete(w.unheld, u)
+		if u.qty > stock {
+			short = append(short, u)
+		} else {
+			u.short <- false
+		}
+	}
+	return short
+}
+
+// sendOnUnheld sends every purchase waiting before its hold in w on to hold its key. Under so.mu.
+func sendOnUnheld(w *stockWatch) {
+	for u := range w.unheld {
+		delete(w.unheld, u)
+		u.short <- false
+	}
+}
+
+// answerUnheld answers the purchases a read found short, after one look-up of their keys: those
+// whose key is in no use (or who have none a client used) are out_of_stock; the others, and all
+// when the look-up fails, hold their keys and go on.
+func (so *soldOut) answerUnheld(short []*unheldPurchase) {
+	var keys []string
+	for _, u := range short {
+		if u.key != "" {
+			keys = append(keys, u.key)
+		}
+	}
+	var inUse map[string]bool
+	lookedUp := len(keys) == 0
+	if !lookedUp && so.keysInUse != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), soldOutReadTimeout)
+		var err error
+		inUse, err = so.keysInUse(ctx, keys)
+		cancel()
+		lookedUp = err == nil
+	}
+	for _, u := range short {
+		u.short <- u.key == "" || (lookedUp && !inUse[u.key])
+	}
+}
