@@ -3,6 +3,7 @@ package inventory
 import (
 	"context"
 	"fmt"
+	"strings"
 )
 
 // keysPerLookup bounds the keys one statement of KeysWithOrders asks for.
@@ -55,4 +56,76 @@ func (s *Store) lookUpKeys(ctx context.Context, q string, uses int, keys []strin
 		keys = keys[n:]
 	}
 	return taken, nil
+}
+
+// StocksThenKeysInUse reads the stocks of skus (Stocks) and then, in the same round trip, which of
+// keys are in use (KeysInUse): the look-up's read is made after the stocks' read, as a sold-out
+// answer given before a key is held needs (sale's soldout_unheld.go).
+func (s *Store) StocksThenKeysInUse(ctx context.Context, skus, keys []string) (map[string]int64, map[string]bool, error) {
+	first := keys[:min(len(keys), keysPerLookup)]
+	if len(skus) == 0 || len(first) == 0 {
+		return nil, nil, fmt.Errorf("inventory: stocks then keys: %d SKUs and %d keys, want some of each", len(skus), len(keys))
+	}
+	list := func(n int) string { return "?" + strings.Repeat(", ?", n-1) }
+	q := "SELECT sku, stock FROM products WHERE sku IN (" + list(len(skus)) + "); " +
+		"SELECT request_id FROM orders WHERE request_id IN (" + list(len(first)) + ") UNION " +
+		"SELECT request_id FROM key_attempts WHERE request_id IN (" + list(len(first)) + ") AND expires_at > NOW(6)"
+	args := make([]any, 0, len(skus)+2*len(first))
+	for _, sku := range skus {
+		args = append(args, sku)
+	}
+	for range 2 {
+		for _, k := range first {
+			args = append(args, k)
+		}
+	}
+	stocks, inUse, err := s.stocksThenKeys(ctx, q, args)
+	if err != nil {
+		return nil, nil, fmt.Errorf("inventory: stocks then keys: %w", err)
+	}
+	if rest := keys[len(first):]; len(rest) > 0 {
+		more, err := s.KeysInUse(ctx, rest)
+		if err != nil {
+			return nil, nil, err
+		}
+		for k := range more {
+			inUse[k] = true
+		}
+	}
+	return stocks, inUse, nil
+}
+
+// stocksThenKeys runs StocksThenKeysInUse's two statements and reads their rows.
+func (s *Store) stocksThenKeys(ctx context.Context, q string, args []any) (map[string]int64, map[string]bool, error) {
+	rows, err := s.sqlDB.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rows.Close()
+	stocks, inUse := map[string]int64{}, map[string]bool{}
+	for rows.Next() {
+		var sku string
+		var stock int64
+		if err := rows.Scan(&sku, &stock); err != nil {
+			return nil, nil, err
+		}
+		stocks[sku] = stock
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, err
+	}
+	if !rows.NextResultSet() {
+		return nil, nil, fmt.Errorf("no look-up of the keys after the stocks: %w", rows.Err())
+	}
+	for rows.Next() {
+		var key string
+		if err := rows.Scan(&key); err != nil {
+			return nil, nil, err
+		}
+		inUse[key] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, err
+	}
+	return stocks, inUse, rows.Close()
 }

@@ -72,4 +72,19 @@ func TestKeysInUse(t *testing.T) {
 	if len(inUse) != 2 || !inUse["KU-sold"] || !inUse["KU-held"] {
 		t.Fatalf("keys in use %v; want KU-sold (an order) and KU-held (a holding) only", inUse)
 	}
+	// The same look-up after a read of the stocks, in one round trip (the keys past the first
+	// statement's looked up after it).
+	stocks, inUse, err := s.StocksThenKeysInUse(ctx, []string{"KEYS-2", "KEYS-NONE"}, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(stocks) != 1 || stocks["KEYS-2"] != 9 {
+		t.Errorf("stocks %v; want KEYS-2's 9 only", stocks)
+	}
+	if len(inUse) != 2 || !inUse["KU-sold"] || !inUse["KU-held"] {
+		t.Errorf("keys in use after the stocks %v; want KU-sold and KU-held only", inUse)
+	}
+	if _, inUse, err := s.StocksThenKeysInUse(ctx, []string{"KEYS-2"}, append(keys[6:], "KU-held")); err != nil || len(inUse) != 1 || !inUse["KU-held"] {
+		t.Errorf("a key in use past the first statement's: %v, %v; want KU-held", inUse, err)
+	}
 }

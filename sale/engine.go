@@ -136,6 +136,9 @@ func New(cfg Config, src inventory.Source, locks *dlock.Client, log *slog.Logger
 	e.soldOut.keysInUse = func(ctx context.Context, keys []string) (map[string]bool, error) {
 		return e.store().KeysInUse(ctx, keys)
 	}
+	e.soldOut.stocksThenKeys = func(ctx context.Context, skus, keys []string) (map[string]int64, map[string]bool, error) {
+		return e.store().StocksThenKeysInUse(ctx, skus, keys)
+	}
 	budget := cfg.QueueBudget
 	if budget == 0 {
 		budget = cfg.LockTimeout / 2

@@ -38,9 +38,11 @@ type soldOut struct {
 	// in one look-up made after the read (inventory.Store.KeysWithOrders).
 	keys func(ctx context.Context, keys []string) (map[string]bool, error)
 	// keysInUse says which of the keys of the purchases a read answers before their holds hold an
-	// order or another attempt's holding (inventory.Store.KeysInUse; soldout_unheld.go).
-	keysInUse func(ctx context.Context, keys []string) (map[string]bool, error)
-	stop      <-chan struct{}
+	// order or another attempt's holding (inventory.Store.KeysInUse; soldout_unheld.go);
+	// stocksThenKeys, when set, reads the stocks and then looks such keys up, in one round trip.
+	keysInUse      func(ctx context.Context, keys []string) (map[string]bool, error)
+	stocksThenKeys func(ctx context.Context, skus, keys []string) (map[string]int64, map[string]bool, error)
+	stop           <-chan struct{}
 
 	mu   sync.Mutex
 	skus map[string]*stockWatch

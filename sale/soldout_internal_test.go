@@ -55,11 +55,12 @@ func TestSoldOutLooksUpTheKeysItSendsAwayAtOnce(t *testing.T) {
 
 // Purchases of a suspected SKU wait for one read before holding their keys: after it, those it
 // finds short are out_of_stock when their key is in no use (or is the service's), after one
-// look-up of the client keys among them with KeysInUse; a key in use, a look-up that fails, and a
-// stock enough for the purchase send it on to hold its key. A restock seen here sends the waiting
-// purchases on at once.
+// look-up of the client keys among them with KeysInUse, or of all the waiting ones in the read's
+// own round trip (combined); a key in use, a look-up that fails, and a stock enough for the
+// purchase send it on to hold its key. A restock seen here sends the waiting purchases on at once.
 func TestSoldOutAnswersBeforeTheHoldAfterOneRead(t *testing.T) {
-	for _, failing := range []bool{false, true} {
+	for _, v := range []struct{ failing, combined bool }{{false, false}, {true, false}, {false, true}, {true, true}} {
+		failing := v.failing
 		var lookups [][]string
 		readDone, began := make(chan struct{}), make(chan struct{}, 1)
 		var stock int64
@@ -82,6 +83,16 @@ func TestSoldOutAnswersBeforeTheHoldAfterOneRead(t *testing.T) {
 				return nil, errors.New("the database did not answer")
 			}
 			return map[string]bool{"in-use": true}, nil
+		}
+		if v.combined {
+			so.stocksThenKeys = func(ctx context.Context, skus, keys []string) (map[string]int64, map[string]bool, error) {
+				stocks, err := so.stocks(ctx, skus)
+				if err != nil {
+					return nil, nil, err
+				}
+				inUse, err := so.keysInUse(ctx, keys)
+				return stocks, inUse, err
+			}
 		}
 		so.noteShort("LAST")
 		type purchase struct {
@@ -117,11 +128,14 @@ func TestSoldOutAnswersBeforeTheHoldAfterOneRead(t *testing.T) {
 		wg.Wait()
 		for key, w := range want {
 			if got[key] != w {
-				t.Errorf("failing %v: the purchase keyed %q: out_of_stock %v, want %v", failing, key, got[key], w)
+				t.Errorf("%+v: the purchase keyed %q: out_of_stock %v, want %v", v, key, got[key], w)
 			}
 		}
-		if len(lookups) != 1 || len(lookups[0]) != 2 {
+		switch {
+		case !v.combined && (len(lookups) != 1 || len(lookups[0]) != 2):
 			t.Errorf("failing %v: look-ups %v; want one, of the two short client keys", failing, lookups)
+		case v.combined && !failing && (len(lookups) != 1 || len(lookups[0]) != 3):
+			t.Errorf("combined: look-ups %v; want one, of the three waiting client keys", lookups)
 		}
 	}
 

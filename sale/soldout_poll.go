@@ -27,10 +27,11 @@ func (so *soldOut) poll() {
 	defer t.Stop()
 	for {
 		so.mu.Lock()
-		var skus []string
+		var skus, keys []string
 		for sku, w := range so.skus {
 			if w.suspect && (len(w.queued) > 0 || len(w.unheld) > 0) {
 				skus = append(skus, sku)
+				keys = appendUnheldKeys(keys, w)
 			}
 		}
 		if len(skus) == 0 {
@@ -42,16 +43,14 @@ func (so *soldOut) poll() {
 		read := so.reads
 		so.mu.Unlock()
 
-		ctx, cancel := context.WithTimeout(context.Background(), soldOutReadTimeout)
-		stocks, err := so.stocks(ctx, skus)
-		cancel()
+		stocks, inUse, err := so.read(skus, keys)
 		if err == nil {
 			short, unheld := so.shortOf(stocks, read)
 			for sku, stock := range stocks { // told as read, before the look-up of the keys
 				so.tell(sku, stock)
 			}
 			so.sendAway(short)
-			so.answerUnheld(unheld)
+			so.answerUnheld(unheld, inUse)
 		}
 		select {
 		case <-t.C:
@@ -63,6 +62,18 @@ func (so *soldOut) poll() {
 			return
 		}
 	}
+}
+
+// read reads the stocks of skus and, when keys are given and stocksThenKeys is set, looks the
+// keys up after it in the same round trip (inUse; nil otherwise).
+func (so *soldOut) read(skus, keys []string) (stocks map[string]int64, inUse map[string]bool, _ error) {
+	ctx, cancel := context.WithTimeout(context.Background(), soldOutReadTimeout)
+	defer cancel()
+	if len(keys) > 0 && so.stocksThenKeys != nil {
+		return so.stocksThenKeys(ctx, skus, keys)
+	}
+	stocks, err := so.stocks(ctx, skus)
+	return stocks, nil, err
 }
 
 // shortOf takes out of the queues every purchase queued before the read numbered read began that

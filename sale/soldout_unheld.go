@@ -100,18 +100,29 @@ func sendOnUnheld(w *stockWatch) {
 	}
 }
 
-// answerUnheld answers the purchases a read found short, after one look-up of their keys: those
-// whose key is in no use (or who have none a client used) are out_of_stock; the others, and all
-// when the look-up fails, hold their keys and go on.
-func (so *soldOut) answerUnheld(short []*unheldPurchase) {
+// appendUnheldKeys appends the client keys of the purchases waiting before their holds in w.
+// Under so.mu.
+func appendUnheldKeys(keys []string, w *stockWatch) []string {
+	for u := range w.unheld {
+		if u.key != "" {
+			keys = append(keys, u.key)
+		}
+	}
+	return keys
+}
+
+// answerUnheld answers the purchases a read found short, after a look-up of their keys made after
+// the read (inUse, when the read made it; else one here): those whose key is in no use (or who
+// have none a client used) are out_of_stock; the others, and all when the look-up fails, hold
+// their keys and go on.
+func (so *soldOut) answerUnheld(short []*unheldPurchase, inUse map[string]bool) {
 	var keys []string
 	for _, u := range short {
 		if u.key != "" {
 			keys = append(keys, u.key)
 		}
 	}
-	var inUse map[string]bool
-	lookedUp := len(keys) == 0
+	lookedUp := len(keys) == 0 || inUse != nil
 	if !lookedUp && so.keysInUse != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), soldOutReadTimeout)
 		var err error
