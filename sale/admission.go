@@ -161,6 +161,7 @@ func (a *admission) enter(key string, mode LockMode, qty int64, now time.Time) (
 		a.skus[sku] = f
 	}
 	own, sellOut := f.foreseen(now, a.budget) // from this replica's own measures, which leave learns from
+	sellOut = sellOut && queuesInZooKeeper(mode)
 	raw := own
 	// Its own turn is waited for too.
 	wait := time.Duration(float64(raw+f.turn) * f.scaleAt(now))
@@ -193,11 +194,16 @@ func (a *admission) enter(key string, mode LockMode, qty int64, now time.Time) (
 	}, nil
 }
 
-// limit is the longest wait admitted: the budget, or, for the wait for a sell-out (sellOut),
-// LOCK_TIMEOUT. A purchase behind the stock needs no turn of the lock: the read that finds the
-// stock gone answers it out_of_stock, and if the stock outlasts the turns foreseen it is served,
-// or gives up at LOCK_TIMEOUT, which bounds every wait. Held to the budget, a flash sale whose
-// units lasted 1.9 s (turns warming up foreseen at their slowest) refused 825 of 5,000 buyers.
+// queuesInZooKeeper says whether mode's purchases queue in ZooKeeper (lockMode.fleetQueue).
+func queuesInZooKeeper(mode LockMode) bool {
+	lm, err := modeOf(mode)
+	return err == nil && lm.fleetQueue
+}
+
+// limit is the longest wait admitted: the budget, or LOCK_TIMEOUT for a wait for a sell-out in a
+// mode that queues in ZooKeeper (sellOut). Such a purchase needs no turn: it waits beside the
+// queue (lockgate.go) until a read of the stock answers it, and LOCK_TIMEOUT bounds it if the
+// stock lasts. db-forupdate's waiters hold connections: the budget.
 func (a *admission) limit(sellOut bool) time.Duration {
 	if sellOut && a.lockTimeout > a.budget {
 		return a.lockTimeout
