@@ -2,6 +2,7 @@ package inventory
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 )
@@ -115,7 +116,10 @@ func (s *Store) stocksThenKeys(ctx context.Context, q string, args []any) (map[s
 		return nil, nil, err
 	}
 	if !rows.NextResultSet() {
-		return nil, nil, fmt.Errorf("no look-up of the keys after the stocks: %w", rows.Err())
+		if err := rows.Err(); err != nil {
+			return nil, nil, err
+		}
+		return nil, nil, errors.New("no look-up of the keys after the stocks")
 	}
 	for rows.Next() {
 		var key string

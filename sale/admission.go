@@ -152,6 +152,12 @@ func newAdmission(budget time.Duration) *admission {
 // Each mode's flow of a SKU is measured apart, so that a switch from a fast mode does not leave
 // its turns to judge a slow one by.
 func (a *admission) enter(key string, mode LockMode, qty int64, now time.Time) (leave func(turnEnd), err error) {
+	return a.enterBy(key, mode, qty, now, time.Time{})
+}
+
+// enterBy is enter for a purchase whose lock wait ends at lockDeadline (zero: LOCK_TIMEOUT from
+// now): a wait for a sell-out is admitted only as far as the time left allows (limit).
+func (a *admission) enterBy(key string, mode LockMode, qty int64, now, lockDeadline time.Time) (leave func(turnEnd), err error) {
 	sku := string(mode) + "/" + key
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -177,11 +183,12 @@ func (a *admission) enter(key string, mode LockMode, qty int64, now time.Time) (
 			view = v
 		}
 	}
-	if raw > 0 && a.budget > 0 && wait > a.limit(sellOut) {
+	limit := a.limit(sellOut, now, lockDeadline)
+	if raw > 0 && a.budget > 0 && wait > limit {
 		if a.falseRefusal != nil {
 			view.watch(refusalCheck{at: now, foreseen: wait, turn: view.turn, budget: a.budget, falseRefusal: a.falseRefused})
 		}
-		return nil, &errSKUBusy{wait: wait, retryAfter: wait - a.limit(sellOut)}
+		return nil, &errSKUBusy{wait: wait, retryAfter: wait - limit}
 	}
 	if f.inFlight == 0 {
 		f.since = now
@@ -200,15 +207,19 @@ func queuesInZooKeeper(mode LockMode) bool {
 	return err == nil && lm.fleetQueue
 }
 
-// limit is the longest wait admitted: the budget, or LOCK_TIMEOUT for a wait for a sell-out in a
-// mode that queues in ZooKeeper (sellOut). Such a purchase needs no turn: it waits beside the
-// queue (lockgate.go) until a read of the stock answers it, and LOCK_TIMEOUT bounds it if the
-// stock lasts. db-forupdate's waiters hold connections: the budget.
-func (a *admission) limit(sellOut bool) time.Duration {
-	if sellOut && a.lockTimeout > a.budget {
-		return a.lockTimeout
+// limit is the longest wait admitted: the budget, or for a wait for a sell-out in a mode that
+// queues in ZooKeeper (sellOut) the lock wait's time left, less a poll, up to LOCK_TIMEOUT. Such
+// a purchase needs no turn: it waits behind the gate (lockgate.go) until a read of the stock
+// answers it. db-forupdate's waiters hold connections: the budget.
+func (a *admission) limit(sellOut bool, now, lockDeadline time.Time) time.Duration {
+	if !sellOut {
+		return a.budget
 	}
-	return a.budget
+	left := a.lockTimeout
+	if !lockDeadline.IsZero() {
+		left = min(left, lockDeadline.Sub(now))
+	}
+	return max(a.budget, left-soldOutPoll)
 }
 
 // falseRefused counts a refusal judged false: the queue it would have joined took took.

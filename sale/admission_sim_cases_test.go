@@ -38,6 +38,20 @@ func TestAdmissionForeseesTheSellOut(t *testing.T) {
 	}
 }
 
+// A wait for a sell-out past the budget is admitted as far as the purchase's lock wait has time
+// left: 80 units left last 27 turns here (3 sold a turn), about 2.9 s with the sell-out's turn,
+// past a 2.5 s budget and within LOCK_TIMEOUT (5 s), but not within 2.8 s left of a wait that
+// its key's hold (or a switch of the fleet's mode) took part of.
+func TestAdmissionHoldsASellOutWaitToTheTimeLeft(t *testing.T) {
+	a, now := flowAtSellOut(t, 2500*time.Millisecond, 80)
+	if _, err := a.enterBy("SALE", ModeZK, 1, now, now.Add(2800*time.Millisecond)); !isSKUBusy(err) {
+		t.Errorf("a buyer foreseen to wait about 2.9 s for the sell-out, 2.8 s left: %v; want sku_busy", err)
+	}
+	if _, err := a.enterBy("SALE", ModeZK, 1, now, now.Add(5*time.Second)); err != nil {
+		t.Errorf("the same buyer with 5 s left: %v; want admitted", err)
+	}
+}
+
 // Units that exist are waited for: with 1,000 units left the 70 ahead are all served, 7 s, and a
 // buyer behind them is refused. So is one behind a queue the stock outlasts once its stock is no
 // longer fresh: the stock seen here is trusted for a budget.

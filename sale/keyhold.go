@@ -12,9 +12,10 @@ import (
 	"github.com/zkstock/zkstock/inventory"
 )
 
-// holdKey holds a change's key for this attempt across the fleet (inventory's key_attempts)
-// before the change is admitted, so that while it may still commit no other attempt under the
-// key runs, on any replica, nor is told "nothing changed". An earlier attempt's holding is waited
+// holdKey holds a change's key for this attempt, which arrived at arrived, across the fleet
+// (inventory's key_attempts) before the change is admitted, so that while it may still commit no
+// other attempt under the key runs, on any replica, nor is told "nothing changed". An earlier
+// attempt's holding is waited
 // for, until ctx ends or LOCK_TIMEOUT has passed: then KindInProgress. A key the database cannot
 // hold (its statement failed, or ran out of time), or whose first hold was answered later than
 // keyHoldWithin after the attempt arrived, is KindKeyUnchecked: nothing is tried. release, called
@@ -22,11 +23,10 @@ import (
 // whether an order is recorded under one of orderKeys as the key is held; a nil release with
 // made: another attempt holds the key, and an order is recorded under it. fresh (a key the
 // service made for this request, which nobody can retry) holds nothing.
-func (e *Engine) holdKey(ctx context.Context, key string, fresh bool, orderKeys []string) (release func(), made bool, _ error) {
+func (e *Engine) holdKey(ctx context.Context, arrived time.Time, key string, fresh bool, orderKeys []string) (release func(), made bool, _ error) {
 	if fresh || e.cfg.Lies.NoKeyHold {
 		return func() {}, false, nil
 	}
-	arrived := time.Now()
 	hold := e.keyHold()
 	waitUntil := arrived.Add(e.cfg.LockTimeout) // for another attempt's holding
 	failures := 0
@@ -162,7 +162,7 @@ func (e *Engine) HoldCancel(ctx context.Context, id int64, allowed func(inventor
 func holdAndReplay[R any](e *Engine, ctx context.Context, arrived time.Time, key string, fresh bool, orderKeys []string, made func(context.Context) (R, bool, error)) (_ context.Context, _ func(), res R, replayed bool, _ error) {
 	// The change's deadline, from its arrival: its wait here counts against it (Admit).
 	ctx, end := context.WithDeadline(ctx, arrived.Add(e.cfg.LockTimeout+e.txBudget()))
-	release, recorded, err := e.holdKey(ctx, key, fresh, orderKeys)
+	release, recorded, err := e.holdKey(ctx, arrived, key, fresh, orderKeys)
 	if err != nil {
 		end()
 		return ctx, nil, res, false, err

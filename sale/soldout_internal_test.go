@@ -139,6 +139,19 @@ func TestSoldOutAnswersBeforeTheHoldAfterOneRead(t *testing.T) {
 		}
 	}
 
+	// A read that fails sends the purchases waiting for it on at once.
+	failed := newSoldOut(func(context.Context, []string) (map[string]int64, error) {
+		return nil, errors.New("the database did not answer")
+	}, make(chan struct{}), false)
+	failed.noteShort("AWAY")
+	start := time.Now()
+	if failed.shortBeforeHold(context.Background(), "AWAY", 1, "k") {
+		t.Error("a purchase whose read failed was answered out_of_stock")
+	}
+	if d := time.Since(start); d >= unheldWait {
+		t.Errorf("a purchase whose read failed waited %v, its whole wait: not sent on by the failure", d)
+	}
+
 	so := newSoldOut(func(ctx context.Context, _ []string) (map[string]int64, error) {
 		<-ctx.Done() // a read that never answers
 		return nil, ctx.Err()

@@ -51,6 +51,8 @@ func (so *soldOut) poll() {
 			}
 			so.sendAway(short)
 			so.answerUnheld(unheld, inUse)
+		} else {
+			so.sendOnAfterFailedRead(skus, read)
 		}
 		select {
 		case <-t.C:

@@ -7,16 +7,17 @@ import (
 
 // The sold-out answer before a key is held (soldout.go). A purchase of a suspected SKU waits for
 // the poller's next read rather than holding its key and reading the stock itself: in a flash
-// sale the buyers past the stock then cost the database two statements a poll between them, not
+// sale the buyers past the stock then cost the database one round trip a read between them, not
 // a holding's write, its release and a read each. Found short by a read begun after it arrived,
 // and its key in no use at a look-up made after the read (no order, no other attempt's unexpired
 // holding: inventory.Store.KeysInUse), it is answered out_of_stock having written nothing.
 // Otherwise (stock enough, a key in use, a read or look-up that failed or took too long) it goes
 // on to hold its key like any purchase.
 //
-// The answer promises what one given after holding the key would: no attempt under the key had
-// sold or was in flight at the look-up, and an attempt that holds the key later could as well
-// have held it once this one's holding was released.
+// The answer promises what one given after holding the key would: at the look-up no attempt
+// under the key had sold or held it (a holding committed), and an attempt that holds the key
+// later could as well have held it once this one's holding was released. The wait counts
+// against keyHoldWithin, from the purchase's arrival (HoldPurchase).
 
 // unheldPurchase is a purchase waiting for a read before holding its key.
 type unheldPurchase struct {
@@ -26,9 +27,9 @@ type unheldPurchase struct {
 	short  chan bool // its answer, once: out_of_stock (true), or hold the key and go on
 }
 
-// unheldWait bounds a purchase's wait for the read: a poll's pause, and a read and a look-up that
-// take their whole time.
-const unheldWait = 2*soldOutPoll + 2*soldOutReadTimeout
+// unheldWait bounds a purchase's wait for the read, well within keyHoldWithin, which counts from
+// its arrival: past it (a slow database) the purchase holds its key as any other, in time.
+const unheldWait = 250 * time.Millisecond
 
 // shortBeforeHold says whether a purchase of qty units of sku, under key (empty for a key the
 // service made), is out_of_stock as of a read made after now with its key in no use: it may be
@@ -109,6 +110,24 @@ func appendUnheldKeys(keys []string, w *stockWatch) []string {
 		}
 	}
 	return keys
+}
+
+// sendOnAfterFailedRead sends the purchases of skus waiting for the read numbered read, which
+// failed, on to hold their keys at once: the database is slow or away, and their holds must be
+// answered within keyHoldWithin of their arrival.
+func (so *soldOut) sendOnAfterFailedRead(skus []string, read uint64) {
+	so.mu.Lock()
+	defer so.mu.Unlock()
+	for _, sku := range skus {
+		if w := so.skus[sku]; w != nil {
+			for u := range w.unheld {
+				if u.seenBy < read {
+					delete(w.unheld, u)
+					u.short <- false
+				}
+			}
+		}
+	}
 }
 
 // answerUnheld answers the purchases a read found short, after a look-up of their keys made after

@@ -1,0 +1,69 @@
+package order_test
+
+import (
+	"context"
+	"database/sql"
+	"testing"
+	"time"
+
+	"github.com/zkstock/zkstock/internal/ordertest"
+	"github.com/zkstock/zkstock/internal/testenv"
+	"github.com/zkstock/zkstock/order"
+)
+
+// A purchase of a product suspected sold out waits for a read of the stock before it holds its
+// key; while the database cannot read the stock (LOCK TABLES products WRITE, 2.3 s), that wait
+// must end, and its key be held, within 2 s of its arrival. A careful client's retry sent 2 s
+// after the first attempt, on another replica, then finds the first attempt's holding: it is
+// never told out_of_stock ("nothing was sold") while the first attempt sells the unit a
+// restock gives back. Found by review: the purchase waited 2.02 s for the read, and its key's
+// 2 s were counted from the hold's start; the retry got 409 out_of_stock, the first attempt 201.
+func TestARetryIsNotToldSoldOutWhileItsFirstAttemptWaitsForARead(t *testing.T) {
+	dsn := testenv.MySQLDatabase(t)
+	rs := ordertest.Start(t, 2, ordertest.Options{Mode: order.ModeZK, DSN: dsn, LockTimeout: 6 * time.Second})
+	r1, r2 := rs[0], rs[1]
+	const sku = "UNHELD-LATE"
+	resetStock(t, r1, sku, 1)
+	if rep := buy(t, r1, sku, 1, "unheld-late-sold"); rep.status != 201 {
+		t.Fatalf("the last unit: %s", rep.raw)
+	}
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	ctx := context.Background()
+	lock, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = lock.Close() })
+	if _, err := lock.ExecContext(ctx, "LOCK TABLES products WRITE"); err != nil {
+		t.Fatal(err)
+	}
+	unlocked := false
+	defer func() {
+		if !unlocked {
+			_, _ = lock.ExecContext(ctx, "UNLOCK TABLES")
+		}
+	}()
+	const key = "unheld-late-K"
+	t0 := time.Now()
+	first := make(chan reply, 1)
+	go func() { first <- buy(t, r1, sku, 1, key) }()
+	time.Sleep(2*time.Second - time.Since(t0))
+	second := make(chan reply, 1)
+	go func() { second <- buy(t, r2, sku, 1, key) }() // the retry, 2 s after, on the other replica
+	time.Sleep(2300*time.Millisecond - time.Since(t0))
+	if _, err := lock.ExecContext(ctx, "UNLOCK TABLES"); err != nil {
+		t.Fatal(err)
+	}
+	unlocked = true
+	retry := <-second
+	resetStock(t, r2, sku, 1) // a restock (a cancellation) just after the retry's answer
+	one := <-first
+	t.Logf("first attempt %s %s; retry %s %s", one.codeLine(), one.raw, retry.codeLine(), retry.raw)
+	if retry.codeLine() == "409 out_of_stock" && one.status == 201 {
+		t.Errorf("the retry was told out_of_stock (nothing sold), and the first attempt under its key then sold")
+	}
+}
