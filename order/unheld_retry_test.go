@@ -8,6 +8,7 @@ import (
 
 	"github.com/zkstock/zkstock/internal/ordertest"
 	"github.com/zkstock/zkstock/internal/testenv"
+	"github.com/zkstock/zkstock/inventory"
 	"github.com/zkstock/zkstock/order"
 )
 
@@ -65,5 +66,33 @@ func TestARetryIsNotToldSoldOutWhileItsFirstAttemptWaitsForARead(t *testing.T) {
 	t.Logf("first attempt %s %s; retry %s %s", one.codeLine(), one.raw, retry.codeLine(), retry.raw)
 	if retry.codeLine() == "409 out_of_stock" && one.status == 201 {
 		t.Errorf("the retry was told out_of_stock (nothing sold), and the first attempt under its key then sold")
+	}
+}
+
+// An attempt that holds its key only after waiting out another attempt's holding, more than 2 s
+// after it arrived, makes nothing (503 key_unavailable): a retry sent 2 s after it could have
+// been answered in that wait, "nothing sold", without seeing it, for it held nothing. Found by
+// review: it went on to sell.
+func TestAnAttemptHeldLateBehindAnotherTriesNothing(t *testing.T) {
+	rs := newCluster(t, 1, clusterOpts{Mode: order.ModeZK, LockTimeout: 5 * time.Second})
+	r := rs[0]
+	const sku, key = "HELD-BEHIND", "held-behind-K"
+	resetStock(t, r, sku, 5)
+	ctx := context.Background()
+	if held, _, err := r.Store.HoldKey(ctx, key, "an-earlier-attempt", "elsewhere", time.Minute); err != nil || !held {
+		t.Fatalf("the earlier attempt's holding: held %v, %v", held, err)
+	}
+	answer := make(chan reply, 1)
+	go func() { answer <- buy(t, r, sku, 1, key) }()
+	time.Sleep(2500 * time.Millisecond) // the attempt polls the earlier attempt's holding
+	if err := r.Store.ReleaseKeys(ctx, []inventory.HeldKey{{Key: key, Attempt: "an-earlier-attempt"}}); err != nil {
+		t.Fatal(err)
+	}
+	rep := <-answer
+	if rep.code() != "key_unavailable" {
+		t.Errorf("an attempt that held its key 2.5 s after it arrived: %s %s; want 503 key_unavailable", rep.codeLine(), rep.raw)
+	}
+	if a := auditOf(t, r, sku); a.Orders != 0 || a.Stock != 5 {
+		t.Errorf("audit %+v: the late attempt sold", a)
 	}
 }

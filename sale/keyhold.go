@@ -45,6 +45,12 @@ func (e *Engine) holdKey(ctx context.Context, arrived time.Time, key string, fre
 			return nil, false, &Error{Kind: KindKeyUnchecked, Err: fmt.Errorf("sale: key %q held %v after the request arrived: %w", key, time.Since(arrived).Round(time.Millisecond), errHeldLate)}
 		}
 		switch {
+		case held && !made && try > 0 && time.Since(arrived) > keyHoldWithin:
+			// Held only after waiting out another attempt's holding, past keyHoldWithin: a retry
+			// sent keyHoldWithin after this attempt may have been answered in that wait without
+			// seeing it (it held nothing), so this attempt makes nothing either.
+			e.releaseKey(key, attempt, hold)
+			return nil, false, &Error{Kind: KindKeyUnchecked, Err: fmt.Errorf("sale: key %q held %v after the request arrived, after another attempt's holding: %w", key, time.Since(arrived).Round(time.Millisecond), errHeldLate)}
 		case held:
 			e.keysHeld.Add(1)
 			return func() { e.keysHeld.Add(-1); e.releaseKey(key, attempt, hold) }, made, nil
