@@ -31,6 +31,7 @@ var (
 	WatchesUnder          = zkenv.WatchesUnder
 	DeleteZKTreeAtCleanup = zkenv.DeleteZKTreeAtCleanup
 	StartProxiedEnsemble  = zkenv.StartProxiedEnsemble
+	NewProxiedEnsemble    = zkenv.NewProxiedEnsemble
 	ZKLeader              = zkenv.ZKLeader
 	ZKMode                = zkenv.ZKMode
 	WaitZKMode            = zkenv.WaitZKMode

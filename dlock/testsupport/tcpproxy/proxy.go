@@ -9,6 +9,7 @@
 package tcpproxy
 
 import (
+	"fmt"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -65,18 +66,30 @@ func NewMySQL(t testing.TB, target string) *Proxy { return start(t, target, mySQ
 // dead switch.
 func NewRaw(t testing.TB, target string) *Proxy { return start(t, target, rawChunks, true) }
 
+// OpenRaw is NewRaw for a caller that may not be a test's goroutine: it returns an error instead
+// of failing a test, and the caller stops the proxy with Close.
+func OpenRaw(target string) (*Proxy, error) { return open(target, rawChunks, true) }
+
 func start(t testing.TB, target string, frames framing, holdCloses bool) *Proxy {
 	t.Helper()
+	p, err := open(target, frames, holdCloses)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return p
+}
+
+func open(target string, frames framing, holdCloses bool) (*Proxy, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatalf("proxy listen: %v", err)
+		return nil, fmt.Errorf("proxy listen: %w", err)
 	}
 	p := &Proxy{ln: ln, target: target, frames: frames, holdCloses: holdCloses, conns: map[net.Conn]struct{}{}, flow: make(chan struct{})}
 	close(p.flow)
 	p.wg.Add(1)
 	go p.accept()
-	t.Cleanup(p.Close)
-	return p
+	return p, nil
 }
 
 // Addr is the address clients dial instead of the target.

@@ -2,14 +2,18 @@ package testenv
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -42,6 +46,7 @@ type ProxiedEnsemble struct {
 	Dirs  []string // their server directories (scripts/servers.sh start-server, stop-server)
 	// links[from][to] are the quorum and election proxies through which peer from reaches peer to.
 	links [3][3][]*tcpproxy.Proxy
+	base  string // the directory the peers' directories sit in, removed by Close
 }
 
 // StartProxiedEnsemble starts the peers with scripts/servers.sh start-server (the JVM options of
@@ -49,33 +54,59 @@ type ProxiedEnsemble struct {
 // sit in its own, so that its exit stops them too when the test process dies before its cleanups.
 func StartProxiedEnsemble(t testing.TB, timing EnsembleTiming) *ProxiedEnsemble {
 	t.Helper()
-	base := t.TempDir()
-	if dir := os.Getenv("ZKSTOCK_SERVERS_DIR"); dir != "" {
-		var err error
-		if base, err = os.MkdirTemp(dir, "proxied-"); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = os.RemoveAll(base) })
+	e, err := NewProxiedEnsemble(timing)
+	if err != nil {
+		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		if err := e.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return e
+}
+
+// NewProxiedEnsemble is StartProxiedEnsemble for a caller that may not be a test's goroutine (one
+// that starts the next test's ensemble while the current test runs): it returns an error instead
+// of failing a test, and the caller stops the ensemble with Close. On an error nothing it started
+// is left running.
+func NewProxiedEnsemble(timing EnsembleTiming) (_ *ProxiedEnsemble, err error) {
+	base, err := os.MkdirTemp(os.Getenv("ZKSTOCK_SERVERS_DIR"), "proxied-") // "": os.TempDir
+	if err != nil {
+		return nil, fmt.Errorf("proxied ensemble: %w", err)
+	}
+	e := &ProxiedEnsemble{base: base}
+	defer func() {
+		if err != nil {
+			_ = e.Close()
+		}
+	}()
 	type peer struct {
 		dir                   string
 		client, quorum, elect int
 	}
 	var peers [3]peer
 	taken := map[int]bool{}
-	e := &ProxiedEnsemble{}
 	for i := range peers {
-		peers[i] = peer{dir: filepath.Join(base, fmt.Sprintf("zk%d", i+1)), client: freePort(t, taken), quorum: freePort(t, taken), elect: freePort(t, taken)}
+		peers[i].dir = filepath.Join(base, fmt.Sprintf("zk%d", i+1))
+		for _, port := range []*int{&peers[i].client, &peers[i].quorum, &peers[i].elect} {
+			if *port, err = pickPort(taken); err != nil {
+				return nil, err
+			}
+		}
 		e.Addrs = append(e.Addrs, fmt.Sprintf("127.0.0.1:%d", peers[i].client))
-		e.Dirs = append(e.Dirs, peers[i].dir)
 	}
 	for from := range peers {
 		for to, p := range peers {
-			if from != to {
-				e.links[from][to] = []*tcpproxy.Proxy{
-					tcpproxy.NewRaw(t, fmt.Sprintf("127.0.0.1:%d", p.quorum)),
-					tcpproxy.NewRaw(t, fmt.Sprintf("127.0.0.1:%d", p.elect)),
+			if from == to {
+				continue
+			}
+			for _, port := range []int{p.quorum, p.elect} {
+				proxy, err := tcpproxy.OpenRaw(fmt.Sprintf("127.0.0.1:%d", port))
+				if err != nil {
+					return nil, err
 				}
+				e.links[from][to] = append(e.links[from][to], proxy)
 			}
 		}
 	}
@@ -95,7 +126,7 @@ func StartProxiedEnsemble(t testing.TB, timing EnsembleTiming) *ProxiedEnsemble 
 			fmt.Fprintf(&cfg, "server.%d=%s:%s\n", j+1, quorum, portOf(elect))
 		}
 		if err := os.MkdirAll(filepath.Join(p.dir, "data"), 0o755); err != nil {
-			t.Fatal(err)
+			return nil, fmt.Errorf("proxied ensemble: %w", err)
 		}
 		files := map[string]string{
 			"zoo.cfg":   cfg.String(),
@@ -104,20 +135,67 @@ func StartProxiedEnsemble(t testing.TB, timing EnsembleTiming) *ProxiedEnsemble 
 		}
 		for name, content := range files {
 			if err := os.WriteFile(filepath.Join(p.dir, name), []byte(content), 0o644); err != nil {
-				t.Fatal(err)
+				return nil, fmt.Errorf("proxied ensemble: %w", err)
 			}
 		}
 	}
-	for _, dir := range e.Dirs {
-		t.Cleanup(func() { ServersScript(t, "stop-server", dir) })
+	start := func(i int, modes ...string) error {
+		e.Dirs = append(e.Dirs, peers[i].dir) // Close stops the peers in Dirs
+		if err := runServersScript("start-server", peers[i].dir); err != nil {
+			return err
+		}
+		return waitZKMode(e.Addrs[i], time.Minute, modes...)
 	}
-	ServersScript(t, "start-server", e.Dirs[0])
-	ServersScript(t, "start-server", e.Dirs[1])
-	WaitZKMode(t, e.Addrs[0], time.Minute, "leader", "follower")
-	WaitZKMode(t, e.Addrs[1], time.Minute, "leader", "follower")
-	ServersScript(t, "start-server", e.Dirs[2])
-	WaitZKMode(t, e.Addrs[2], time.Minute, "follower")
-	return e
+	if err := start(0); err != nil {
+		return nil, err
+	}
+	if err := start(1); err != nil {
+		return nil, err
+	}
+	if err := waitZKMode(e.Addrs[0], time.Minute, "leader", "follower"); err != nil {
+		return nil, err
+	}
+	if err := waitZKMode(e.Addrs[1], time.Minute, "leader", "follower"); err != nil {
+		return nil, err
+	}
+	if err := start(2, "follower"); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// Close kills the peers (kill -9: the ensemble is thrown away, and a graceful stop holds each JVM
+// a second or more), then stops the proxies and removes the peers' directories.
+func (e *ProxiedEnsemble) Close() error {
+	var errs []error
+	for _, dir := range e.Dirs {
+		b, err := os.ReadFile(filepath.Join(dir, "pid"))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // never started
+		}
+		pid, perr := strconv.Atoi(strings.TrimSpace(string(b)))
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("proxied ensemble: %w", err))
+		case perr != nil:
+			errs = append(errs, fmt.Errorf("proxied ensemble: %s/pid: %w", dir, perr))
+		default:
+			if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+				errs = append(errs, fmt.Errorf("proxied ensemble: kill peer %s: %w", dir, err))
+			}
+		}
+	}
+	for _, row := range e.links {
+		for _, ps := range row {
+			for _, p := range ps {
+				p.Close()
+			}
+		}
+	}
+	if err := os.RemoveAll(e.base); err != nil {
+		errs = append(errs, fmt.Errorf("proxied ensemble: %w", err))
+	}
+	return errors.Join(errs...)
 }
 
 // CutOff black-holes the proxied links between peer a and each of others, both ways: connections
@@ -188,42 +266,73 @@ func ZKMode(addr string) string {
 // WaitZKMode waits until the server at addr serves in one of the modes, within d.
 func WaitZKMode(t testing.TB, addr string, d time.Duration, modes ...string) {
 	t.Helper()
+	if err := waitZKMode(addr, d, modes...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitZKMode is WaitZKMode's error when the server does not serve in one of the modes within d
+// (with no modes given, it returns at once).
+func waitZKMode(addr string, d time.Duration, modes ...string) error {
+	if len(modes) == 0 {
+		return nil
+	}
 	deadline := time.Now().Add(d)
 	last := ZKMode(addr)
 	for !slices.Contains(modes, last) {
 		if time.Now().After(deadline) {
-			t.Fatalf("ZooKeeper at %s: mode %q after %v, want one of %v", addr, last, d, modes)
+			return fmt.Errorf("ZooKeeper at %s: mode %q after %v, want one of %v", addr, last, d, modes)
 		}
 		time.Sleep(100 * time.Millisecond)
 		last = ZKMode(addr)
 	}
+	return nil
 }
 
 // ServersScript runs scripts/servers.sh with args (start-server, stop-server of a server
 // directory), failing the test when it fails.
 func ServersScript(t testing.TB, args ...string) {
 	t.Helper()
-	if out, err := exec.Command(Script(t, "servers.sh"), args...).CombinedOutput(); err != nil {
-		t.Fatalf("servers.sh %v: %v\n%s", args, err, out)
+	if err := runServersScript(args...); err != nil {
+		t.Fatal(err)
 	}
+}
+
+func runServersScript(args ...string) error {
+	script, err := scriptPath("servers.sh")
+	if err != nil {
+		return err
+	}
+	if out, err := exec.Command(script, args...).CombinedOutput(); err != nil {
+		return fmt.Errorf("servers.sh %v: %w\n%s", args, err, out)
+	}
+	return nil
 }
 
 // Script is the repository's scripts/<name> (servers.sh, galera.sh), found from the test's package
 // directory upwards (past dlock's own go.mod, to the repository's root).
 func Script(t testing.TB, name string) string {
 	t.Helper()
-	dir, err := os.Getwd()
+	script, err := scriptPath(name)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return script
+}
+
+func scriptPath(name string) (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("scripts/%s: %w", name, err)
 	}
 	for {
 		script := filepath.Join(dir, "scripts", name)
 		if _, err := os.Stat(script); err == nil {
-			return script
+			return script, nil
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			t.Fatalf("scripts/%s: not found above the test's directory", name)
+			return "", fmt.Errorf("scripts/%s: not found above the test's directory", name)
 		}
 		dir = parent
 	}
@@ -234,6 +343,14 @@ func Script(t testing.TB, name string) string {
 // peer binds it.
 func freePort(t testing.TB, taken map[int]bool) int {
 	t.Helper()
+	p, err := pickPort(taken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func pickPort(taken map[int]bool) (int, error) {
 	for range 200 {
 		p := 10000 + rand.IntN(22000)
 		if taken[p] {
@@ -243,11 +360,10 @@ func freePort(t testing.TB, taken map[int]bool) int {
 		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
 		if err == nil {
 			_ = ln.Close()
-			return p
+			return p, nil
 		}
 	}
-	t.Fatal("no free port found")
-	return 0
+	return 0, errors.New("no free port found")
 }
 
 // FreeAddr is a loopback address a test's server may listen on, again after a restart: its port
