@@ -121,6 +121,8 @@ func TestNemesis(t *testing.T) {
 			t.Logf("why the nemesis failed:\n%s", recap)
 		}
 	}()
+	ens := &ensembles{}
+	defer ens.close()
 	for i, mode := range modes {
 		mode = strings.TrimSpace(mode)
 		seed := seeds[min(i, len(seeds)-1)]
@@ -153,7 +155,8 @@ func TestNemesis(t *testing.T) {
 			if err != nil || stock < 1 {
 				t.Fatalf("NEMESIS_STOCK for %s: %q", mode, nemesis.PerMode(mode, envOr("NEMESIS_STOCK", "200")))
 			}
-			run := nemesisRun{db: db, mode: lockMode, lie: lie, seed: seed, duration: dur, kinds: kinds, spec: spec, stock: stock, recap: recap, name: name}
+			run := nemesisRun{db: db, mode: lockMode, lie: lie, seed: seed, duration: dur, kinds: kinds, spec: spec, stock: stock, recap: recap, name: name,
+				ensembles: ens, more: i < len(modes)-1}
 			if !nemesis.IsControl(mode) {
 				run.lastTry = true
 				runNemesis(t, run)
@@ -163,6 +166,7 @@ func TestNemesis(t *testing.T) {
 			// proxies are gone (its cleanups) before the next one starts.
 			for try := 1; ; try++ {
 				run.lastTry = try == controlTries
+				run.more = i < len(modes)-1 || !run.lastTry
 				caught := true
 				ok := t.Run(fmt.Sprintf("seed-%d", run.seed), func(t *testing.T) { caught = runNemesis(t, run) })
 				if caught || run.lastTry || !ok {
@@ -198,6 +202,78 @@ type nemesisRun struct {
 	spec     string
 	name     string
 	recap    *recap
+	// ensembles gives the run its ZooKeeper ensemble; more: a run may follow it, whose ensemble
+	// is started once this one's faults are over.
+	ensembles *ensembles
+	more      bool
+}
+
+// ensembles hands each run an ensemble of its own, fresh (nemesisEnsemble), and starts the next
+// run's in the background (prestart) once the faults of the run before it are over: its JVMs'
+// start and its election (from 2 s to over 20 s on 2 shared cores, as the election's retries back
+// off) overlap that run's judging and cleanup instead of delaying the next run.
+type ensembles struct {
+	mu   sync.Mutex
+	next chan startedEnsemble // the ensemble being started; nil if none
+}
+
+type startedEnsemble struct {
+	e          *testenv.ProxiedEnsemble
+	err        error
+	start, end time.Time // of NewProxiedEnsemble
+}
+
+// prestart starts the next run's ensemble, unless one is being started already.
+func (s *ensembles) prestart() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.next != nil {
+		return
+	}
+	ch := make(chan startedEnsemble, 1)
+	go func() {
+		start := time.Now()
+		e, err := testenv.NewProxiedEnsemble(nemesisEnsemble)
+		ch <- startedEnsemble{e, err, start, time.Now()}
+	}()
+	s.next = ch
+}
+
+// take is the ensemble prestart started, or one started now, stopped when t ends; no other run
+// has used it.
+func (s *ensembles) take(t *testing.T) *testenv.ProxiedEnsemble {
+	t.Helper()
+	s.prestart()
+	s.mu.Lock()
+	ch := s.next
+	s.next = nil
+	s.mu.Unlock()
+	asked := time.Now()
+	r := <-ch
+	if r.err != nil {
+		t.Fatalf("the run's ZooKeeper ensemble: %v", r.err)
+	}
+	t.Logf("ZooKeeper ensemble started in %.1fs, %.1fs of it waited for", r.end.Sub(r.start).Seconds(), time.Since(asked).Seconds())
+	t.Cleanup(func() {
+		if err := r.e.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return r.e
+}
+
+// close stops an ensemble started for a run that did not come (a control caught early).
+func (s *ensembles) close() {
+	s.mu.Lock()
+	ch := s.next
+	s.next = nil
+	s.mu.Unlock()
+	if ch == nil {
+		return
+	}
+	if r := <-ch; r.e != nil {
+		_ = r.e.Close()
+	}
 }
 
 // recap is what failed runs, in the order they failed.
@@ -298,7 +374,8 @@ func runNemesis(t *testing.T, run nemesisRun) bool {
 
 	// Each run gets an ensemble of its own, its peers reaching one another through proxies so that
 	// a follower can be cut off from its leader: which peer leads, and which election links went
-	// direct, are then the run's own, and a seed replays on a fresh one.
+	// direct, are then the run's own, and a seed replays on a fresh one (run.ensembles started it
+	// while the run before was judged).
 	f := &fleetUnderFire{t: t, run: run, skipped: map[nemesis.Kind]int{}, done: map[nemesis.Kind]int{}, effect: map[nemesis.Kind]int{}}
 	if run.db == nemesis.DBGalera {
 		// One database per run on the cluster, as on the one server; a node a run left down
@@ -321,7 +398,7 @@ func runNemesis(t *testing.T, run nemesisRun) bool {
 			t.Fatalf("the lie %s is a control of Galera's: run it with NEMESIS_DB=galera (make nemesis DB=galera)", run.lie)
 		}
 	}
-	f.ens = testenv.StartProxiedEnsemble(t, nemesisEnsemble)
+	f.ens = run.ensembles.take(t)
 	redisAddr := testenv.RedisAddr(t)
 	settings := []string{"LOCK_MODE=" + run.mode, "ZK_SESSION_TIMEOUT=" + nemesisSession.String(), "WORK_DELAY=20ms",
 		"LOCK_TIMEOUT=5s", "REDIS_LOCK_TTL=3s", "LOG_LEVEL=" + envOr("NEMESIS_LOG_LEVEL", "warn"),
@@ -329,7 +406,7 @@ func runNemesis(t *testing.T, run nemesisRun) bool {
 		// history, all from loopback: one client to the replicas' limits, which must not leave a
 		// promise unchecked (lincheck counts a 429 as a look-up not answered).
 		"KEY_LOOKUP_RATE=1000000", "KEY_LOOKUP_BURST=1000000", "CANCEL_RATE=1000000", "CANCEL_BURST=1000000"}
-	testenv.DeleteZKTreeAtCleanup(t, f.ens.Addrs, "/zkstock/fleets/"+fleetOf(t, f.dsn))
+	// No tree to delete at the end: the fleet's nodes go with the run's ensemble.
 	for i := range nemesisReplicas {
 		l := &links{redis: tcpproxy.NewRaw(t, redisAddr)}
 		var zkAddrs []string
@@ -538,6 +615,9 @@ func runNemesis(t *testing.T, run nemesisRun) bool {
 	if !f.ensembleWhole(60 * time.Second) {
 		f.note("the ZooKeeper ensemble was not whole 60 s after every fault was healed")
 		f.fail("the ZooKeeper ensemble was not whole 60 s after every fault was healed: %v", f.ens.Addrs)
+	}
+	if run.more {
+		run.ensembles.prestart() // the faults are over: its start disturbs no schedule
 	}
 	// The audits read through the replicas' writers, with causal reads: each must be a Synced
 	// member of the primary component, which the cluster is once every node is Synced again.
