@@ -203,15 +203,16 @@ type nemesisRun struct {
 	name     string
 	recap    *recap
 	// ensembles gives the run its ZooKeeper ensemble; more: a run may follow it, whose ensemble
-	// is started once this one's faults are over.
+	// is started as this one takes its own.
 	ensembles *ensembles
 	more      bool
 }
 
 // ensembles hands each run an ensemble of its own, fresh (nemesisEnsemble), and starts the next
-// run's in the background (prestart) once the faults of the run before it are over: its JVMs'
-// start and its election (from 2 s to over 20 s on 2 shared cores, as the election's retries back
-// off) overlap that run's judging and cleanup instead of delaying the next run.
+// run's in the background (prestart) as the run before it starts: its start, 1.5 s on 2 shared
+// cores, 11 s to 24 s when the first two peers' election retries back off (about one in five),
+// overlaps that run instead of delaying the next. Its JVMs start as the replicas do, before the
+// faults; only a third peer held back by such an election starts during them.
 type ensembles struct {
 	mu   sync.Mutex
 	next chan startedEnsemble // the ensemble being started; nil if none
@@ -375,7 +376,7 @@ func runNemesis(t *testing.T, run nemesisRun) bool {
 	// Each run gets an ensemble of its own, its peers reaching one another through proxies so that
 	// a follower can be cut off from its leader: which peer leads, and which election links went
 	// direct, are then the run's own, and a seed replays on a fresh one (run.ensembles started it
-	// while the run before was judged).
+	// during the run before, and no run used it before this one).
 	f := &fleetUnderFire{t: t, run: run, skipped: map[nemesis.Kind]int{}, done: map[nemesis.Kind]int{}, effect: map[nemesis.Kind]int{}}
 	if run.db == nemesis.DBGalera {
 		// One database per run on the cluster, as on the one server; a node a run left down
@@ -399,6 +400,9 @@ func runNemesis(t *testing.T, run nemesisRun) bool {
 		}
 	}
 	f.ens = run.ensembles.take(t)
+	if run.more {
+		run.ensembles.prestart()
+	}
 	redisAddr := testenv.RedisAddr(t)
 	settings := []string{"LOCK_MODE=" + run.mode, "ZK_SESSION_TIMEOUT=" + nemesisSession.String(), "WORK_DELAY=20ms",
 		"LOCK_TIMEOUT=5s", "REDIS_LOCK_TTL=3s", "LOG_LEVEL=" + envOr("NEMESIS_LOG_LEVEL", "warn"),
@@ -615,9 +619,6 @@ func runNemesis(t *testing.T, run nemesisRun) bool {
 	if !f.ensembleWhole(60 * time.Second) {
 		f.note("the ZooKeeper ensemble was not whole 60 s after every fault was healed")
 		f.fail("the ZooKeeper ensemble was not whole 60 s after every fault was healed: %v", f.ens.Addrs)
-	}
-	if run.more {
-		run.ensembles.prestart() // the faults are over: its start disturbs no schedule
 	}
 	// The audits read through the replicas' writers, with causal reads: each must be a Synced
 	// member of the primary component, which the cluster is once every node is Synced again.
