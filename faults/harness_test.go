@@ -40,6 +40,11 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	if os.Getenv("NEMESIS") == "1" && os.Getenv("ZKSTOCK_SERVERS_DIR") != "" {
+		// The nemesis's first ensemble starts beside the builds; under servers.sh run, whose
+		// exit stops it should the binary exit before its end.
+		nemesisEnsembles.prestart()
+	}
 	orderdBin = filepath.Join(dir, "orderd")
 	// Build before checking the servers so that a broken build fails loudly either way.
 	if out, err := exec.Command("go", "build", "-o", orderdBin, "../cmd/orderd").CombinedOutput(); err != nil {
@@ -61,6 +66,7 @@ func TestMain(m *testing.M) {
 		testenv.Require("ZK_SERVERS", "ZK_ENSEMBLE", "ZK_ENSEMBLE_DIRS", "MYSQL_DSN", "MYSQL_DIR", "REDIS_ADDR", "REDIS_DIR")
 	}
 	code := m.Run()
+	nemesisEnsembles.close()
 	os.RemoveAll(dir)
 	writeReliabilityTable()
 	os.Exit(code)

@@ -121,7 +121,7 @@ func TestNemesis(t *testing.T) {
 			t.Logf("why the nemesis failed:\n%s", recap)
 		}
 	}()
-	ens := &ensembles{}
+	ens := nemesisEnsembles
 	defer ens.close()
 	for i, mode := range modes {
 		mode = strings.TrimSpace(mode)
@@ -166,7 +166,6 @@ func TestNemesis(t *testing.T) {
 			// proxies are gone (its cleanups) before the next one starts.
 			for try := 1; ; try++ {
 				run.lastTry = try == controlTries
-				run.more = i < len(modes)-1 || !run.lastTry
 				caught := true
 				ok := t.Run(fmt.Sprintf("seed-%d", run.seed), func(t *testing.T) { caught = runNemesis(t, run) })
 				if caught || run.lastTry || !ok {
@@ -202,8 +201,9 @@ type nemesisRun struct {
 	spec     string
 	name     string
 	recap    *recap
-	// ensembles gives the run its ZooKeeper ensemble; more: a run may follow it, whose ensemble
-	// is started as this one takes its own.
+	// ensembles gives the run its ZooKeeper ensemble; more: another mode's run follows it, whose
+	// ensemble is started as this one takes its own (a control's next try in the last mode starts
+	// its own: most are not needed).
 	ensembles *ensembles
 	more      bool
 }
@@ -217,6 +217,9 @@ type ensembles struct {
 	mu   sync.Mutex
 	next chan startedEnsemble // the ensemble being started; nil if none
 }
+
+// nemesisEnsembles are the nemesis's; TestMain starts the first run's as it builds orderd.
+var nemesisEnsembles = &ensembles{}
 
 type startedEnsemble struct {
 	e          *testenv.ProxiedEnsemble
