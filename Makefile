@@ -93,7 +93,7 @@ nemesis: check-go
 ## runs again on the next seed, and fails it when three schedules in a row miss it; then
 ## test-nemesis-galera (below, about 4 minutes more)
 NEMESIS_CI_MODES ?= zk,zk-batch,redis-fenced,db-cas,db-forupdate,none,zk-unfenced,redis,zk+soldout-cache,zk+unconfirmed-not-sold,zk-unfenced+switch-no-drain,zk+no-key-hold
-NEMESIS_CI_SEEDS ?= 383,517,165,286,220,1,2,1,1,1,1,1
+NEMESIS_CI_SEEDS ?= 383,517,165,286,220,1,3,1,1,1,1,1
 NEMESIS_CI_DURATION ?= none=15s;zk-unfenced=50s;redis=40s;zk+soldout-cache=15s;zk+unconfirmed-not-sold=20s;zk+no-key-hold=20s;*=25s
 NEMESIS_CI_FAULTS ?= zk-unfenced=pause-at-commit;redis=pause-at-commit,redis-restart;zk+soldout-cache=kill;zk+unconfirmed-not-sold=lose-commit-reply;zk-unfenced+switch-no-drain=switch-mode;zk+no-key-hold=pause-at-commit;*=
 NEMESIS_CI_STOCK ?= zk+soldout-cache=20;*=200
