@@ -88,10 +88,11 @@ nemesis: check-go
 ## among the unfenced modes, which mix unsafely; zk+no-key-hold: no key held before a change is
 ## admitted, so a retry is told "nothing was sold" while its first attempt commits, 20 s, pauses
 ## at a COMMIT). Every run's clients retry under a change's key (lincheck.Config.Retries). Fixed seeds (one per mode, in order: each fenced mode's draws a follower cut and
-## a pause at a COMMIT, all 14 kinds between them), about 9 minutes in all on 2 shared cores (the
-## whole CI's budget is 40 minutes; docs/reliability.md has a run's table); a control not caught
-## runs again on the next seed, and fails it when three schedules in a row miss it; then
-## test-nemesis-galera (below, about 4 minutes more)
+## a pause at a COMMIT, all 14 kinds between them), about 7 minutes on 2 shared cores, each run's
+## ZooKeeper ensemble started during the run before (the whole CI's budget is 40 minutes;
+## docs/reliability.md has a run's table); a control not caught runs again on the next seed
+## (about a minute more), and fails it when three schedules in a row miss it; then
+## test-nemesis-galera (below, about 3 minutes more)
 NEMESIS_CI_MODES ?= zk,zk-batch,redis-fenced,db-cas,db-forupdate,none,zk-unfenced,redis,zk+soldout-cache,zk+unconfirmed-not-sold,zk-unfenced+switch-no-drain,zk+no-key-hold
 NEMESIS_CI_SEEDS ?= 383,517,165,286,220,1,3,1,1,1,1,1
 NEMESIS_CI_DURATION ?= none=15s;zk-unfenced=50s;redis=40s;zk+soldout-cache=15s;zk+unconfirmed-not-sold=20s;zk+no-key-hold=20s;*=25s
@@ -109,7 +110,7 @@ test-nemesis: check-go
 ## control zk+unsafe-flush (innodb_flush_log_at_trx_commit=0 on every node, a power failure: it
 ## must be caught losing acknowledged orders), 30 s, seed 1, and the control zk+stale-reads
 ## (wsrep_sync_wait=0, each replica writing to a node of its own, nodes lagging: it must be caught
-## reading a stock from before acknowledged purchases), 30 s, seed 1; about 4 minutes with the
+## reading a stock from before acknowledged purchases), 30 s, seed 1; about 3 minutes with the
 ## servers' start
 NEMESIS_CI_GALERA_MODE ?= zk,zk+unsafe-flush,zk+stale-reads
 NEMESIS_CI_GALERA_SEED ?= 248,1,1
