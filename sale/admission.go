@@ -28,7 +28,7 @@ import (
 //   - the stock: a purchase behind more demand than the stock left does not wait for the whole
 //     queue; the sell-out answers it (soldout.go sends a sold-out product's queue away). So the
 //     wait is at most the turns the stock left can last, plus a turn and a poll for the sell-out
-//     to reach it (sellOutWait), held to LOCK_TIMEOUT rather than the budget (limit).
+//     to reach it (sellOutWait).
 //
 // It is an estimate, never a safety decision: a refusal sells nothing and queues nothing, and an
 // admitted purchase's wait is still bounded by LOCK_TIMEOUT; every out_of_stock still rests on a
@@ -37,11 +37,8 @@ import (
 // A refused purchase is told when to come back (Retry-After): the time the queue ahead of it
 // needs to shrink back within the budget.
 type admission struct {
-	budget time.Duration // the longest wait admitted; 0 admits everyone
-	// lockTimeout bounds every admitted wait (LOCK_TIMEOUT): the longest wait for a sell-out
-	// admitted (limit).
-	lockTimeout time.Duration
-	now         func() time.Time // the clock ends are timed by; time.Now
+	budget time.Duration    // the longest wait admitted; 0 admits everyone
+	now    func() time.Time // the clock ends are timed by; time.Now
 	// fleet, when set, gives a mode's queue of a SKU as the whole fleet holds it: the contenders
 	// in it, the turn it moves at and its last disturbance (fleetqueue.go); ok is false when the
 	// mode has no such queue, or it has not been measured. The wait is then foreseen from it
@@ -144,7 +141,7 @@ func (e *errSKUBusy) retryAfterSeconds() int { return wholeSeconds(e.retryAfter)
 func wholeSeconds(d time.Duration) int { return max(1, int(math.Ceil(d.Seconds()))) }
 
 func newAdmission(budget time.Duration) *admission {
-	return &admission{budget: budget, lockTimeout: 2 * budget, now: time.Now, skus: map[string]*skuFlow{}}
+	return &admission{budget: budget, now: time.Now, skus: map[string]*skuFlow{}}
 }
 
 // enter admits a purchase of qty units of sku sold in mode, or refuses it with *errSKUBusy. An
@@ -152,12 +149,6 @@ func newAdmission(budget time.Duration) *admission {
 // Each mode's flow of a SKU is measured apart, so that a switch from a fast mode does not leave
 // its turns to judge a slow one by.
 func (a *admission) enter(key string, mode LockMode, qty int64, now time.Time) (leave func(turnEnd), err error) {
-	return a.enterBy(key, mode, qty, now, time.Time{})
-}
-
-// enterBy is enter for a purchase whose lock wait ends at lockDeadline (zero: LOCK_TIMEOUT from
-// now): a wait for a sell-out is admitted only as far as the time left allows (limit).
-func (a *admission) enterBy(key string, mode LockMode, qty int64, now, lockDeadline time.Time) (leave func(turnEnd), err error) {
 	sku := string(mode) + "/" + key
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -166,8 +157,7 @@ func (a *admission) enterBy(key string, mode LockMode, qty int64, now, lockDeadl
 		f = &skuFlow{lastLeft: -1, scale: recent{trusted: estimateWindow}, fleetErr: newEstimateError()}
 		a.skus[sku] = f
 	}
-	own, sellOut := f.foreseen(now, a.budget) // from this replica's own measures, which leave learns from
-	sellOut = sellOut && queuesInZooKeeper(mode)
+	own := f.foreseen(now, a.budget) // from this replica's own measures, which leave learns from
 	raw := own
 	// Its own turn is waited for too.
 	wait := time.Duration(float64(raw+f.turn) * f.scaleAt(now))
@@ -175,7 +165,7 @@ func (a *admission) enterBy(key string, mode LockMode, qty int64, now, lockDeadl
 	var view queueView          // the fleet's queue it was foreseen from, if it was
 	if a.fleet != nil {
 		if v, ok := a.fleet(key, mode); ok {
-			raw, sellOut = f.foreseenInFleet(now, a.budget, v.contenders, v.turn)
+			raw = f.foreseenInFleet(now, a.budget, v.contenders, v.turn)
 			if raw >= 2*v.turn { // found a queue: its error is learnt (fleetErr)
 				fleetWait = raw + v.turn
 			}
@@ -183,12 +173,11 @@ func (a *admission) enterBy(key string, mode LockMode, qty int64, now, lockDeadl
 			view = v
 		}
 	}
-	limit := a.limit(sellOut, now, lockDeadline)
-	if raw > 0 && a.budget > 0 && wait > limit {
+	if raw > 0 && a.budget > 0 && wait > a.budget {
 		if a.falseRefusal != nil {
 			view.watch(refusalCheck{at: now, foreseen: wait, turn: view.turn, budget: a.budget, falseRefusal: a.falseRefused})
 		}
-		return nil, &errSKUBusy{wait: wait, retryAfter: wait - limit}
+		return nil, &errSKUBusy{wait: wait, retryAfter: wait - a.budget}
 	}
 	if f.inFlight == 0 {
 		f.since = now
@@ -199,27 +188,6 @@ func (a *admission) enterBy(key string, mode LockMode, qty int64, now, lockDeadl
 	return func(end turnEnd) {
 		a.leave(flowKey{key, mode, sku}, f, now, waitsForeseen{own, fleetWait}, qty, end)
 	}, nil
-}
-
-// queuesInZooKeeper says whether mode's purchases queue in ZooKeeper (lockMode.fleetQueue).
-func queuesInZooKeeper(mode LockMode) bool {
-	lm, err := modeOf(mode)
-	return err == nil && lm.fleetQueue
-}
-
-// limit is the longest wait admitted: the budget, or for a wait for a sell-out in a mode that
-// queues in ZooKeeper (sellOut) the lock wait's time left, less a poll, up to LOCK_TIMEOUT. Such
-// a purchase needs no turn: it waits behind the gate (lockgate.go) until a read of the stock
-// answers it. db-forupdate's waiters hold connections: the budget.
-func (a *admission) limit(sellOut bool, now, lockDeadline time.Time) time.Duration {
-	if !sellOut {
-		return a.budget
-	}
-	left := a.lockTimeout
-	if !lockDeadline.IsZero() {
-		left = min(left, lockDeadline.Sub(now))
-	}
-	return max(a.budget, left-soldOutPoll)
 }
 
 // falseRefused counts a refusal judged false: the queue it would have joined took took.

@@ -9,12 +9,12 @@ import (
 
 // foreseen is the wait of a purchase arriving at now: the purchases ahead of it, one turn each,
 // or, when the stock seen within fresh of now cannot last that many turns, the wait for the
-// sell-out (sellOut). A turn that runs long (a holder killed, whose node stays until its session
-// ends; a database that stalls) is not counted as a queue: its waiters would be served once it
-// ends, within LOCK_TIMEOUT, which still bounds their wait.
-func (f *skuFlow) foreseen(now time.Time, fresh time.Duration) (_ time.Duration, sellOut bool) {
+// sell-out. A turn that runs long (a holder killed, whose node stays until its session ends; a
+// database that stalls) is not counted as a queue: its waiters would be served once it ends,
+// within LOCK_TIMEOUT, which still bounds their wait.
+func (f *skuFlow) foreseen(now time.Time, fresh time.Duration) time.Duration {
 	if f.inFlight == 0 || f.turns == 0 {
-		return 0, false // nobody ahead, or no turn measured yet: admit, and learn
+		return 0 // nobody ahead, or no turn measured yet: admit, and learn
 	}
 	// The last turnWindow gaps follow a run of this replica's purchases at the head of the
 	// fleet's queue, whose gaps here are the fleet's turns, not this replica's pace: the others'
@@ -23,16 +23,16 @@ func (f *skuFlow) foreseen(now time.Time, fresh time.Duration) (_ time.Duration,
 	turn := max(f.turn, f.paced)
 	queue := time.Duration(f.inFlight) * turn
 	if f.stockSeen.IsZero() || now.Sub(f.stockSeen) > fresh {
-		return queue, false
+		return queue
 	}
 	// The units the fleet sells a turn here: measured, and never fewer than those ahead here
 	// ask for a turn (all that this replica knows of when nothing is measured yet).
 	perTurn := max(f.drain, float64(f.units)/float64(f.inFlight))
 	turnsLeft := int(math.Ceil(float64(max(f.stock, 0)) / perTurn))
 	if turnsLeft >= f.inFlight {
-		return queue, false
+		return queue
 	}
-	return time.Duration(turnsLeft)*turn + f.sellOutWait(), true
+	return time.Duration(turnsLeft)*turn + f.sellOutWait()
 }
 
 // sellOutWait is how long the sell-out takes to reach the purchases queued here once the stock
@@ -193,17 +193,17 @@ func (f *skuFlow) pace(now time.Time, stalled bool, span time.Duration) {
 // short, and a poll that sends the queue away. A turn sells the units the purchases here ask for
 // on average, or one with none in flight here (a sell-out that just sent them all away: the
 // stock seen, 0, lasts no turn whatever a turn sells).
-func (f *skuFlow) foreseenInFleet(now time.Time, fresh time.Duration, contenders int, turn time.Duration) (_ time.Duration, sellOut bool) {
+func (f *skuFlow) foreseenInFleet(now time.Time, fresh time.Duration, contenders int, turn time.Duration) time.Duration {
 	queue := time.Duration(contenders) * turn
 	if f.stockSeen.IsZero() || now.Sub(f.stockSeen) > fresh {
-		return queue, false
+		return queue
 	}
 	perTurn := 1.0
 	if f.inFlight > 0 {
 		perTurn = max(1, float64(f.units)/float64(f.inFlight))
 	}
 	if turnsLeft := int(math.Ceil(float64(max(f.stock, 0)) / perTurn)); turnsLeft < contenders {
-		return time.Duration(turnsLeft+1)*turn + soldOutPoll, true
+		return time.Duration(turnsLeft+1)*turn + soldOutPoll
 	}
-	return queue, false
+	return queue
 }

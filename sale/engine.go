@@ -144,7 +144,6 @@ func New(cfg Config, src inventory.Source, locks *dlock.Client, log *slog.Logger
 		budget = cfg.LockTimeout / 2
 	}
 	e.admission = newAdmission(budget)
-	e.admission.lockTimeout = cfg.LockTimeout
 	if c := cfg.Metrics.FalseRefusals; c != nil {
 		e.admission.falseRefusal = c.Inc
 	}

@@ -35,7 +35,7 @@ func (e *Engine) sell(ctx context.Context, t Ticket, p inventory.Purchase, log L
 	if res, answered, err := e.replayBeforeLock(ctx, p, log); answered {
 		return res, err
 	}
-	leave, err := e.admission.enterBy(p.SKU, t.mode.name, p.Qty, time.Now(), t.lockDeadline)
+	leave, err := e.admission.enter(p.SKU, t.mode.name, p.Qty, time.Now())
 	if err != nil {
 		e.refused.Add(1)
 		return inventory.Result{}, err
