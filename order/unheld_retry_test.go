@@ -96,3 +96,35 @@ func TestAnAttemptHeldLateBehindAnotherTriesNothing(t *testing.T) {
 		t.Errorf("audit %+v: the late attempt sold", a)
 	}
 }
+
+// A second cancellation of an order that waits past 2 s behind another attempt's holding of the
+// order's cancellation key, which ends with the order cancelled, is its replay (200), not a
+// refusal: an order that says the change was made is answered however late. Found by review:
+// the late hold was refused key_unavailable before the order was looked up.
+func TestACancellationHeldLateBehindAnotherIsItsReplay(t *testing.T) {
+	rs := newCluster(t, 1, clusterOpts{Mode: order.ModeZK, LockTimeout: 5 * time.Second})
+	r := rs[0]
+	const sku = "CANCEL-LATE"
+	resetStock(t, r, sku, 5)
+	bought := buy(t, r, sku, 1, "cancel-late-K")
+	if bought.status != 201 {
+		t.Fatalf("buy: %s", bought.raw)
+	}
+	if c := cancelOrder(t, r, bought); c.status != 200 {
+		t.Fatalf("the first cancellation: %s", c.raw)
+	}
+	ctx := context.Background()
+	key := inventory.CancelKey(bought.orderID())
+	if held, _, err := r.Store.HoldKey(ctx, key, "an-earlier-attempt", "elsewhere", time.Minute); err != nil || !held {
+		t.Fatalf("the other attempt's holding: held %v, %v", held, err)
+	}
+	answer := make(chan reply, 1)
+	go func() { answer <- cancelOrder(t, r, bought) }()
+	time.Sleep(2500 * time.Millisecond)
+	if err := r.Store.ReleaseKeys(ctx, []inventory.HeldKey{{Key: key, Attempt: "an-earlier-attempt"}}); err != nil {
+		t.Fatal(err)
+	}
+	if rep := <-answer; rep.status != 200 || rep.body["replayed"] != true {
+		t.Errorf("a cancellation of a cancelled order, held late: %s %s; want 200 replayed", rep.codeLine(), rep.raw)
+	}
+}

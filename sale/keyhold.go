@@ -15,17 +15,19 @@ import (
 // holdKey holds a change's key for this attempt, which arrived at arrived, across the fleet
 // (inventory's key_attempts) before the change is admitted, so that while it may still commit no
 // other attempt under the key runs, on any replica, nor is told "nothing changed". An earlier
-// attempt's holding is waited
-// for, until ctx ends or LOCK_TIMEOUT has passed: then KindInProgress. A key the database cannot
-// hold (its statement failed, or ran out of time), or whose first hold was answered later than
-// keyHoldWithin after the attempt arrived, is KindKeyUnchecked: nothing is tried. release, called
+// attempt's holding is waited for, until ctx ends or LOCK_TIMEOUT has passed: then
+// KindInProgress. A key the database cannot hold (its statement failed, or ran out of time), or
+// whose first hold was answered later than keyHoldWithin after the attempt arrived, is
+// KindKeyUnchecked: nothing is tried. late: held, but past keyHoldWithin (behind another
+// attempt's holding, or a failed try); the caller makes nothing then, unless an order says the
+// change was made. release, called
 // once the change is answered, ends the holding (unless keepKey said otherwise). made says
 // whether an order is recorded under one of orderKeys as the key is held; a nil release with
 // made: another attempt holds the key, and an order is recorded under it. fresh (a key the
 // service made for this request, which nobody can retry) holds nothing.
-func (e *Engine) holdKey(ctx context.Context, arrived time.Time, key string, fresh bool, orderKeys []string) (release func(), made bool, _ error) {
+func (e *Engine) holdKey(ctx context.Context, arrived time.Time, key string, fresh bool, orderKeys []string) (release func(), made, late bool, _ error) {
 	if fresh || e.cfg.Lies.NoKeyHold {
-		return func() {}, false, nil
+		return func() {}, false, false, nil
 	}
 	hold := e.keyHold()
 	waitUntil := arrived.Add(e.cfg.LockTimeout) // for another attempt's holding
@@ -36,35 +38,27 @@ func (e *Engine) holdKey(ctx context.Context, arrived time.Time, key string, fre
 		held, made, err := e.store().HoldKey(sctx, key, attempt, e.cfg.ReplicaID, hold, orderKeys...)
 		cancel()
 		e.src.Report(err)
-		if try == 0 && err == nil && time.Since(arrived) > keyHoldWithin {
-			// Held up before it reached the database (a pause, a slow link): a retry sent since may
-			// have been answered already, so this attempt makes nothing.
-			if held {
-				e.releaseKey(key, attempt, hold)
-			}
-			return nil, false, &Error{Kind: KindKeyUnchecked, Err: fmt.Errorf("sale: key %q held %v after the request arrived: %w", key, time.Since(arrived).Round(time.Millisecond), errHeldLate)}
-		}
+		// Answered past keyHoldWithin (held up before the database, or behind another attempt's
+		// holding, or a failed try): a retry sent since may have been answered, "nothing changed",
+		// without seeing this attempt, so it makes nothing, unless an order says it was made.
+		tooLate := err == nil && time.Since(arrived) > keyHoldWithin
 		switch {
-		case held && !made && try > 0 && time.Since(arrived) > keyHoldWithin:
-			// Held only after waiting out another attempt's holding, past keyHoldWithin: a retry
-			// sent keyHoldWithin after this attempt may have been answered in that wait without
-			// seeing it (it held nothing), so this attempt makes nothing either.
-			e.releaseKey(key, attempt, hold)
-			return nil, false, &Error{Kind: KindKeyUnchecked, Err: fmt.Errorf("sale: key %q held %v after the request arrived, after another attempt's holding: %w", key, time.Since(arrived).Round(time.Millisecond), errHeldLate)}
 		case held:
 			e.keysHeld.Add(1)
-			return func() { e.keysHeld.Add(-1); e.releaseKey(key, attempt, hold) }, made, nil
+			return func() { e.keysHeld.Add(-1); e.releaseKey(key, attempt, hold) }, made, tooLate, nil
 		case err != nil:
 			e.releaseKey(key, attempt, hold) // the INSERT may have applied, its reply lost
 			if failures++; failures > keyTries || ctx.Err() != nil || time.Now().After(waitUntil) {
-				return nil, false, &Error{Kind: KindKeyUnchecked, Err: err}
+				return nil, false, false, &Error{Kind: KindKeyUnchecked, Err: err}
 			}
 		case made:
 			// Another attempt holds the key, and an order is recorded under it: the change was
 			// made, whatever that attempt was told. Answered as a replay, holding nothing.
-			return nil, true, nil
+			return nil, true, false, nil
+		case try == 0 && tooLate:
+			return nil, false, false, heldLate(key, arrived)
 		case time.Now().Add(pause).After(waitUntil) || ctx.Err() != nil:
-			return nil, false, inProgress(key)
+			return nil, false, false, inProgress(key)
 		}
 		t := time.NewTimer(pause)
 		select {
@@ -80,6 +74,11 @@ func (e *Engine) holdKey(ctx context.Context, arrived time.Time, key string, fre
 // or that attempt never holds and makes nothing. Generous, as a burst queues for the replica's
 // connections: at 0.5 s a burst of 240 buyers drew key_unavailable.
 const keyHoldWithin = 2 * time.Second
+
+// heldLate refuses an attempt whose key was held past keyHoldWithin after it arrived.
+func heldLate(key string, arrived time.Time) *Error {
+	return &Error{Kind: KindKeyUnchecked, Err: fmt.Errorf("sale: key %q held %v after the request arrived: %w", key, time.Since(arrived).Round(time.Millisecond), errHeldLate)}
+}
 
 // errHeldLate: the key's first hold was answered past keyHoldWithin.
 var errHeldLate = errors.New("the key was held too late to be known to a retry")
@@ -168,10 +167,22 @@ func (e *Engine) HoldCancel(ctx context.Context, id int64, allowed func(inventor
 func holdAndReplay[R any](e *Engine, ctx context.Context, arrived time.Time, key string, fresh bool, orderKeys []string, made func(context.Context) (R, bool, error)) (_ context.Context, _ func(), res R, replayed bool, _ error) {
 	// The change's deadline, from its arrival: its wait here counts against it (Admit).
 	ctx, end := context.WithDeadline(ctx, arrived.Add(e.cfg.LockTimeout+e.txBudget()))
-	release, recorded, err := e.holdKey(ctx, arrived, key, fresh, orderKeys)
+	release, recorded, late, err := e.holdKey(ctx, arrived, key, fresh, orderKeys)
 	if err != nil {
 		end()
 		return ctx, nil, res, false, err
+	}
+	if late { // held too late to change anything: a replay if an order says it was made
+		res, found, err := made(ctx)
+		if err == nil && found {
+			return ctx, func() { end(); release() }, res, true, nil
+		}
+		end()
+		release()
+		if errors.Is(err, inventory.ErrKeyReused) {
+			return ctx, nil, res, false, typed(err)
+		}
+		return ctx, nil, res, false, heldLate(key, arrived)
 	}
 	if release == nil { // held by another attempt, made: a replay, or nothing at all
 		if res, found, err := made(ctx); err == nil && found {
