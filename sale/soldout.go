@@ -19,8 +19,9 @@ import (
 // may have restocked it since), so the flag here is only a suspicion, and every 409 it leads to
 // rests on a read of the committed stock made after the purchase arrived:
 //
-//   - A purchase of a suspected SKU reads the stock before it queues, and answers 409 at once if
-//     it is short; otherwise it queues as always.
+//   - A purchase of a suspected SKU first waits for the poller's next read, holding nothing
+//     (soldout_unheld.go); if that does not answer it, it holds its key, reads the stock before
+//     it queues, and answers 409 at once if it is short; otherwise it queues as always.
 //   - While a suspected SKU has purchases queued for its lock here, a poller reads its stock
 //     (every such SKU in one statement) every soldOutPoll, and sends away, with a 409, the
 //     queued purchases that ask for more than it holds and that queued before the read began.
