@@ -118,15 +118,7 @@ func (so *soldOut) sendAway(short []*queuedPurchase) {
 			keys = append(keys, q.key)
 		}
 	}
-	var taken map[string]bool
-	lookedUp := len(keys) == 0
-	if !lookedUp && so.keys != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), soldOutReadTimeout)
-		var err error
-		taken, err = so.keys(ctx, keys)
-		cancel()
-		lookedUp = err == nil
-	}
+	taken, lookedUp := lookUpKeys(so.keys, keys)
 	for _, q := range short {
 		if q.key == "" || (lookedUp && !taken[q.key]) {
 			q.leave(errSoldOutKeyFree)
@@ -134,4 +126,19 @@ func (so *soldOut) sendAway(short []*queuedPurchase) {
 			q.leave(errSoldOutWhileQueued)
 		}
 	}
+}
+
+// lookUpKeys asks lookUp which of keys are taken, within soldOutReadTimeout; lookedUp is false
+// when it failed, or there is no lookUp for keys to ask of. No keys are looked up at once.
+func lookUpKeys(lookUp func(context.Context, []string) (map[string]bool, error), keys []string) (taken map[string]bool, lookedUp bool) {
+	if len(keys) == 0 {
+		return nil, true
+	}
+	if lookUp == nil {
+		return nil, false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), soldOutReadTimeout)
+	defer cancel()
+	taken, err := lookUp(ctx, keys)
+	return taken, err == nil
 }

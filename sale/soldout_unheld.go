@@ -2,6 +2,7 @@ package sale
 
 import (
 	"context"
+	"math"
 	"time"
 )
 
@@ -94,10 +95,15 @@ func unheldOf(w *stockWatch, stock int64, read uint64) (short []*unheldPurchase)
 }
 
 // sendOnUnheld sends every purchase waiting before its hold in w on to hold its key. Under so.mu.
-func sendOnUnheld(w *stockWatch) {
+func sendOnUnheld(w *stockWatch) { sendOnUnheldBefore(w, math.MaxUint64) }
+
+// sendOnUnheldBefore sends on those that arrived before the read numbered read began. Under so.mu.
+func sendOnUnheldBefore(w *stockWatch, read uint64) {
 	for u := range w.unheld {
-		delete(w.unheld, u)
-		u.short <- false
+		if u.seenBy < read {
+			delete(w.unheld, u)
+			u.short <- false
+		}
 	}
 }
 
@@ -120,12 +126,7 @@ func (so *soldOut) sendOnAfterFailedRead(skus []string, read uint64) {
 	defer so.mu.Unlock()
 	for _, sku := range skus {
 		if w := so.skus[sku]; w != nil {
-			for u := range w.unheld {
-				if u.seenBy < read {
-					delete(w.unheld, u)
-					u.short <- false
-				}
-			}
+			sendOnUnheldBefore(w, read)
 		}
 	}
 }
@@ -141,13 +142,9 @@ func (so *soldOut) answerUnheld(short []*unheldPurchase, inUse map[string]bool) 
 			keys = append(keys, u.key)
 		}
 	}
-	lookedUp := len(keys) == 0 || inUse != nil
-	if !lookedUp && so.keysInUse != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), soldOutReadTimeout)
-		var err error
-		inUse, err = so.keysInUse(ctx, keys)
-		cancel()
-		lookedUp = err == nil
+	lookedUp := inUse != nil
+	if !lookedUp {
+		inUse, lookedUp = lookUpKeys(so.keysInUse, keys)
 	}
 	for _, u := range short {
 		u.short <- u.key == "" || (lookedUp && !inUse[u.key])
