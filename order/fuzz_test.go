@@ -25,10 +25,10 @@ import (
 // panic, no 5xx, an answer of 4xx changes nothing (the product's audit and the fleet's mode
 // are as before), and a body with more than one reading (ambiguousNames) is not acted on (a POST
 // or PUT with one is answered 4xx). Each target's corpus (testdata/fuzz/<target>) holds a seed per answer code the
-// target can give, which TestFuzzCorporaAnswerEveryCode checks; `make test` fuzzes each for a few
-// seconds, and `make test-faults` longer.
+// target can give, which TestFuzzCorporaAnswerEveryCode checks; `make test` fuzzes each for 1,000
+// executions, and `make fuzz` for 10,000.
 //
-//	go test -run '^$' -fuzz '^FuzzAPI$' -fuzztime 30s ./order
+//	go test -run '^$' -fuzz '^FuzzAPI$' -fuzztime 10000x ./order
 
 // fuzzSKU is the product every target watches; the seeds buy, cancel and reset it.
 const fuzzSKU = "FUZZ-1"
