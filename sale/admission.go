@@ -47,8 +47,9 @@ type admission struct {
 
 	// falseRefusal, when set, is called for each refusal found false: its buyer would have been
 	// served within the budget by the queue it would have joined (fleetqueue.go judge). Only
-	// the refusals foreseen from the fleet's queue are judged. It must not call admission.
-	falseRefusal func()
+	// the refusals foreseen from the fleet's queue are judged, the queue they would have joined
+	// having taken took. It must not call admission.
+	falseRefusal func(c refusalCheck, took time.Duration)
 
 	mu   sync.Mutex
 	skus map[string]*skuFlow
@@ -161,13 +162,13 @@ func (a *admission) enter(key string, mode LockMode, qty int64, now time.Time) (
 	raw := own
 	// Its own turn is waited for too.
 	wait := time.Duration(float64(raw+f.turn) * f.scaleAt(now))
-	var fleetWait time.Duration // the wait foreseen from the fleet's queue, when it was
-	var view queueView          // the fleet's queue it was foreseen from, if it was
+	waits := waitsForeseen{own: own}
+	var view queueView // the fleet's queue it was foreseen from, if it was
 	if a.fleet != nil {
 		if v, ok := a.fleet(key, mode); ok {
 			raw = f.foreseenInFleet(now, a.budget, v.contenders, v.turn)
 			if raw >= 2*v.turn { // found a queue: its error is learnt (fleetErr)
-				fleetWait = raw + v.turn
+				waits.fleet = raw + v.turn
 			}
 			wait = time.Duration(float64(raw+v.turn) * f.fleetErr.margin(now))
 			view = v
@@ -175,7 +176,7 @@ func (a *admission) enter(key string, mode LockMode, qty int64, now time.Time) (
 	}
 	if raw > 0 && a.budget > 0 && wait > a.budget {
 		if a.falseRefusal != nil {
-			view.watch(refusalCheck{at: now, foreseen: wait, turn: view.turn, budget: a.budget, falseRefusal: a.falseRefused})
+			view.watch(refusalCheck{sku: key, at: now, foreseen: wait, turn: view.turn, budget: a.budget, falseRefusal: a.falseRefusal})
 		}
 		return nil, &errSKUBusy{wait: wait, retryAfter: wait - a.budget}
 	}
@@ -186,12 +187,9 @@ func (a *admission) enter(key string, mode LockMode, qty int64, now time.Time) (
 	f.inFlight++
 	f.units += qty
 	return func(end turnEnd) {
-		a.leave(flowKey{key, mode, sku}, f, now, waitsForeseen{own, fleetWait}, qty, end)
+		a.leave(flowKey{key, mode, sku}, f, now, waits, qty, end)
 	}, nil
 }
-
-// falseRefused counts a refusal judged false: the queue it would have joined took took.
-func (a *admission) falseRefused(refusalCheck, time.Duration) { a.falseRefusal() }
 
 // noteStock takes sku's stock as a read at now showed it (the sold-out poller's, or one before a
 // purchase queued), or, with a negative stock, a restock here of an amount not known: the stock

@@ -39,14 +39,22 @@ type fleetSim struct {
 	// reading of the fleet's queue fails.
 	outageAt, outageFor time.Duration
 	seed                uint64 // of the turns' jitter; 0: 41
+	// join, when set: an admitted purchase joins the queue a random time under join after it was
+	// admitted (its node's create, committed by the ensemble), so that a reading taken between
+	// does not see it, and those admitted together join in another order.
+	join time.Duration
 	// probe, when set, is shown each replica's admission and readings before every event.
 	probe func(now time.Time, adm []*admission, readings []*queueReadings)
 }
 
-// simPhase is a phase of closed-loop load: clients in flight for span.
+// simPhase is a phase of closed-loop load: clients in flight for span. With ramp, the clients
+// start one after another, evenly over it (a load generator's workers dialling their first
+// connections); with cold, the first turn the phase begins lasts that long (a lock path and a row
+// cold after a pause).
 type simPhase struct {
-	clients int
-	span    time.Duration
+	clients    int
+	span       time.Duration
+	ramp, cold time.Duration
 }
 
 // turnAt is the turn at d into the run.
@@ -64,6 +72,7 @@ type simBuyer struct {
 	leave   func(turnEnd)
 	refused bool
 	queued  bool // admitted, and in the lock's queue
+	joinAt  time.Time
 	// behind, for a refused buyer, is the last of the queue it would have joined (nil: none).
 	behind   *simBuyer
 	answered time.Time
@@ -141,7 +150,7 @@ func (s fleetSim) run(t *testing.T) simResult {
 	for i := range adm {
 		adm[i] = newAdmission(s.budget)
 		adm[i].now = clock
-		adm[i].falseRefusal = func() { res.falseCounted++ }
+		adm[i].falseRefusal = func(refusalCheck, time.Duration) { res.falseCounted++ }
 	}
 	// The fleet's queue as ZooKeeper holds it: its contenders, and its moves (joins and leaves).
 	var moves uint32
@@ -160,6 +169,7 @@ func (s fleetSim) run(t *testing.T) simResult {
 	stock := s.stock
 	suspectAt := make([]time.Time, s.replicas) // zero: no suspicion
 	var queue []*simBuyer
+	var joining []*simBuyer // admitted, to join the queue at their joinAt
 	res.start = start
 	total := int(s.arrivals.Seconds() * float64(s.rate))
 	next := 0 // the next buyer to arrive
@@ -167,10 +177,15 @@ func (s fleetSim) run(t *testing.T) simResult {
 	// A closed-loop run's clients: the time each sends its next purchase (zero: none), and the end
 	// of its phase.
 	var sends, until []time.Time
+	var colds []simPhase // the phases with a cold first turn, their span starting where they do
 	phaseAt := start
 	for _, ph := range s.closed {
-		for range ph.clients {
-			sends, until = append(sends, phaseAt), append(until, phaseAt.Add(ph.span))
+		for c := range ph.clients {
+			first := phaseAt.Add(ph.ramp * time.Duration(c) / time.Duration(ph.clients))
+			sends, until = append(sends, first), append(until, phaseAt.Add(ph.span))
+		}
+		if ph.cold > 0 {
+			colds = append(colds, simPhase{span: phaseAt.Sub(start), cold: ph.cold})
 		}
 		phaseAt = phaseAt.Add(ph.span)
 	}
@@ -203,7 +218,7 @@ func (s fleetSim) run(t *testing.T) simResult {
 		b.leave(e)
 		now = saved
 	}
-	for next < total || holder != nil || len(queue) > 0 || slices.ContainsFunc(sends, func(t time.Time) bool { return !t.IsZero() }) {
+	for next < total || holder != nil || len(queue) > 0 || len(joining) > 0 || slices.ContainsFunc(sends, func(t time.Time) bool { return !t.IsZero() }) {
 		// The next event: an arrival, the holder's end, a replica's poll sending its queue away.
 		tNext := time.Time{}
 		pick := func(at time.Time) {
@@ -229,9 +244,18 @@ func (s fleetSim) run(t *testing.T) simResult {
 		if holder == nil && len(queue) > 0 {
 			pick(now)
 		}
+		for _, b := range joining {
+			pick(b.joinAt)
+		}
 		now = tNext
 		if s.probe != nil {
 			s.probe(now, adm, readings)
+		}
+		if i := slices.IndexFunc(joining, func(b *simBuyer) bool { return !b.joinAt.After(now) }); i >= 0 {
+			queue = append(queue, joining[i])
+			joining = slices.Delete(joining, i, i+1)
+			moves++
+			continue
 		}
 		switch {
 		case holder != nil && !holderEnds.After(now):
@@ -256,6 +280,9 @@ func (s fleetSim) run(t *testing.T) simResult {
 			turn := s.turnAt(now.Sub(start))
 			jitter := time.Duration(rng.Int64N(int64(turn))) - turn/2
 			holderEnds = now.Add(turn + jitter)
+			if len(colds) > 0 && now.Sub(start) >= colds[0].span {
+				holderEnds, colds = now.Add(colds[0].cold), colds[1:]
+			}
 			if s.outageFor > 0 && now.Before(outageTo) && holderEnds.After(outageFrom) {
 				holderEnds = holderEnds.Add(outageTo.Sub(later(now, outageFrom))) // no turn ends while ZooKeeper is away
 			}
@@ -295,6 +322,11 @@ func (s fleetSim) run(t *testing.T) simResult {
 				continue
 			}
 			b.leave, b.queued = leave, true
+			if s.join > 0 {
+				b.joinAt = now.Add(time.Duration(rng.Int64N(int64(s.join))))
+				joining = append(joining, b)
+				continue
+			}
 			queue = append(queue, b)
 			moves++
 		default: // a poll sends away the queued purchases of the replicas that suspect the sell-out

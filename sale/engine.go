@@ -145,7 +145,11 @@ func New(cfg Config, src inventory.Source, locks *dlock.Client, log *slog.Logger
 	}
 	e.admission = newAdmission(budget)
 	if c := cfg.Metrics.FalseRefusals; c != nil {
-		e.admission.falseRefusal = c.Inc
+		e.admission.falseRefusal = func(r refusalCheck, took time.Duration) {
+			c.Inc()
+			log.Debug("a refusal judged false", "sku", r.sku, "foreseen", r.foreseen, "contenders", r.ahead,
+				"turn", r.turn, "took", took, "refused_at", r.at)
+		}
 	}
 	e.gate = newLockGate(budget)
 	if locks != nil {

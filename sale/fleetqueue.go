@@ -54,6 +54,9 @@ type queueReadings struct {
 	// failed: the last reading failed; disturbed is when the last disturbance was seen.
 	failed    bool
 	disturbed time.Time
+	// starting: the readings found the queue empty, or made none for a while, since the last
+	// span measured; the first span measured after that ends the queue's start (a disturbance).
+	starting bool
 	// checks are the refusals not yet judged (judge), oldest first.
 	checks []refusalCheck
 }
@@ -63,6 +66,7 @@ type queueReadings struct {
 // been served its own turn after as many nodes left. It was false if that was within the budget
 // of when it was refused; judged (wrong), falseRefusal is called, under the readings' lock.
 type refusalCheck struct {
+	sku          string
 	at           time.Time     // when it was refused
 	foreseen     time.Duration // the wait it foresaw
 	turn, budget time.Duration
@@ -235,12 +239,20 @@ func (r *queueReadings) take(st dlock.QueueStat, at time.Time) {
 		// An empty queue begins the next span: no rate is measured across it, nor across a
 		// failure (baseAt zero) or a gap in the readings.
 		r.base, r.baseAt = st, at
+		r.starting = r.starting || st.Contenders == 0 || !watched
 		return
 	}
 	span := at.Sub(r.baseAt)
+	if r.starting {
+		// The queue's start, until a span is measured: the turns of a lock and a row gone
+		// cold, and a burst joining faster than the readings see it. A wait that began in it
+		// says how long the start took, not how good the estimate is.
+		r.disturbed = at
+	}
 	if span < queueRateSpan {
 		return
 	}
+	r.starting = false
 	// Moves are joins plus leaves; the change in contenders is joins minus leaves. A path made
 	// again (its count started over) gives no measure.
 	moves := int64(st.Moves - r.base.Moves)
