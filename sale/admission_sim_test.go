@@ -38,7 +38,10 @@ type fleetSim struct {
 	// election): no turn ends while it is (the holder's turn resumes once it is back), and every
 	// reading of the fleet's queue fails.
 	outageAt, outageFor time.Duration
-	seed                uint64 // of the turns' jitter; 0: 41
+	// slow: the run's first turns last these, one each (a lock path and a database gone cold,
+	// the key holds of a burst queued for the database's connections).
+	slow []time.Duration
+	seed uint64 // of the turns' jitter; 0: 41
 	// join, when set: an admitted purchase joins the queue a random time under join after it was
 	// admitted (its node's create, committed by the ensemble), so that a reading taken between
 	// does not see it, and those admitted together join in another order.
@@ -210,6 +213,7 @@ func (s fleetSim) run(t *testing.T) simResult {
 	inOutage := func(at time.Time) bool { return s.outageFor > 0 && !at.Before(outageFrom) && at.Before(outageTo) }
 	var holder *simBuyer
 	var holderEnds time.Time
+	slow := s.slow
 	end := func(b *simBuyer, e turnEnd) {
 		answer(b, now.Add(s.beside))
 		// The end is timed when the purchase leaves; the beside time is spent after its turn.
@@ -285,6 +289,9 @@ func (s fleetSim) run(t *testing.T) simResult {
 			}
 			if s.outageFor > 0 && now.Before(outageTo) && holderEnds.After(outageFrom) {
 				holderEnds = holderEnds.Add(outageTo.Sub(later(now, outageFrom))) // no turn ends while ZooKeeper is away
+			}
+			if len(slow) > 0 {
+				holderEnds, slow = now.Add(slow[0]), slow[1:]
 			}
 		case next < total && !arrival(next).After(now) || client >= 0 && !sendAt.After(now):
 			b := &simBuyer{replica: len(res.buyers) % s.replicas, at: now, client: -1}

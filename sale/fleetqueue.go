@@ -55,7 +55,7 @@ type queueReadings struct {
 	failed    bool
 	disturbed time.Time
 	// starting: the readings found the queue empty, or made none for a while, since the last
-	// span measured; the first span measured after that ends the queue's start (a disturbance).
+	// span measured; the next span ends the queue's start (a disturbance), and measures no rate.
 	starting bool
 	// checks are the refusals not yet judged (judge), oldest first.
 	checks []refusalCheck
@@ -252,7 +252,14 @@ func (r *queueReadings) take(st dlock.QueueStat, at time.Time) {
 	if span < queueRateSpan {
 		return
 	}
-	r.starting = false
+	if r.starting {
+		// The span that ends the queue's start measures nothing: the queue filled while its
+		// first turns went, cold, which is not its pace. The rate measured before, if any,
+		// stands.
+		r.starting = false
+		r.base, r.baseAt = st, at
+		return
+	}
 	// Moves are joins plus leaves; the change in contenders is joins minus leaves. A path made
 	// again (its count started over) gives no measure.
 	moves := int64(st.Moves - r.base.Moves)

@@ -7,7 +7,8 @@ import (
 	"github.com/zkstock/zkstock/dlock"
 )
 
-// The fleet's queue as readings show it: no estimate until a rate is measured over a span; the
+// The fleet's queue as readings show it: no estimate until a rate is measured over a span after
+// the queue's start (the first span, which measures nothing); the
 // rate is the nodes that left (moves less the growth, halved) over the span; a span in which
 // none left keeps the rate; a turn is foreseen at the slower of the average and the last span;
 // readings older than queueSampleFresh give no estimate; a path made again gives no measure.
@@ -22,27 +23,35 @@ func TestFleetQueueReadings(t *testing.T) {
 	if _, _, ok := estimated(&r, t0.Add(100*time.Millisecond)); ok {
 		t.Fatal("an estimate from a span shorter than queueRateSpan")
 	}
-	// 250 ms: 60 moves, 10 more contenders: 35 joined, 25 left: 100 a second, a turn of 10 ms.
+	// The first span ends the queue's start, whose cold turns are no pace: 1 left while 9 joined.
 	at := t0.Add(queueRateSpan)
-	r.take(dlock.QueueStat{Contenders: 20, Moves: 160}, at)
-	c, turn, ok := estimated(&r, at)
-	if !ok || c != 20 || turn != 10*time.Millisecond {
-		t.Fatalf("after 25 left in 250 ms: %d contenders, turn %v, ok %v; want 20, 10ms, true", c, turn, ok)
+	r.take(dlock.QueueStat{Contenders: 18, Moves: 110}, at)
+	if _, turn, ok := estimated(&r, at); ok {
+		t.Fatalf("an estimate from the queue's start: turn %v", turn)
 	}
-	// A stall: nobody left in a span while 5 joined. The rate stays.
+	// 250 ms: 50 moves, 2 more contenders: 26 joined, 24 left, then 1 more: 100 a second, a
+	// turn of 10 ms.
+	r.take(dlock.QueueStat{Contenders: 20, Moves: 160}, at.Add(100*time.Millisecond))
 	at = at.Add(queueRateSpan)
-	r.take(dlock.QueueStat{Contenders: 25, Moves: 165}, at)
+	r.take(dlock.QueueStat{Contenders: 19, Moves: 161}, at)
+	c, turn, ok := estimated(&r, at)
+	if !ok || c != 19 || turn != 10*time.Millisecond {
+		t.Fatalf("after 25 left in 250 ms: %d contenders, turn %v, ok %v; want 19, 10ms, true", c, turn, ok)
+	}
+	// A stall: nobody left in a span while 6 joined. The rate stays.
+	at = at.Add(queueRateSpan)
+	r.take(dlock.QueueStat{Contenders: 25, Moves: 167}, at)
 	if _, turn, _ := estimated(&r, at); turn != 10*time.Millisecond {
 		t.Fatalf("after a span with none leaving: turn %v, want the 10 ms measured before", turn)
 	}
 	// A faster span (50 left: 5 ms a turn) is followed gradually, a slower one at once.
 	at = at.Add(queueRateSpan)
-	r.take(dlock.QueueStat{Contenders: 25, Moves: 265}, at)
+	r.take(dlock.QueueStat{Contenders: 25, Moves: 267}, at)
 	if _, turn, _ := estimated(&r, at); turn <= 5*time.Millisecond || turn >= 10*time.Millisecond {
 		t.Fatalf("after a span of 5 ms turns: turn %v, want between 5 and 10 ms", turn)
 	}
 	at = at.Add(queueRateSpan)
-	r.take(dlock.QueueStat{Contenders: 25, Moves: 275}, at) // 5 left: 50 ms a turn
+	r.take(dlock.QueueStat{Contenders: 25, Moves: 277}, at) // 5 left: 50 ms a turn
 	if _, turn, _ := estimated(&r, at); turn != 50*time.Millisecond {
 		t.Fatalf("after a span of 50 ms turns: turn %v, want 50ms at once", turn)
 	}
