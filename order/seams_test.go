@@ -66,6 +66,47 @@ func TestHerdThenFairLockOnOneReplica(t *testing.T) {
 	}
 }
 
+// A key reused with another body while another attempt under it holds it (a client that resends
+// at once, its earlier attempt's holding not yet released; an attempt on another replica) is 422
+// idempotency_key_reused at once: the order under the key says so, whatever that attempt does.
+// Found by make test's TestKeysOfCartsAndPurchasesDoNotCollide, which drew 409 request_in_progress
+// ("may still succeed") when a refused attempt's holding outlived its answer.
+func TestAKeyReusedWhileHeldByAnotherAttemptIsRefusedReused(t *testing.T) {
+	r := newCluster(t, 1, clusterOpts{LockTimeout: 5 * time.Second})[0]
+	for _, sku := range []string{"REUSE-HELD-A", "REUSE-HELD-B"} {
+		resetStock(t, r, sku, 10)
+	}
+	const key = "K-REUSE-HELD"
+	cart := `{"items":[{"sku":"REUSE-HELD-A","qty":1},{"sku":"REUSE-HELD-B","qty":2}]}`
+	if rep := call(t, "POST", r.URL+"/v1/orders", cart, "Idempotency-Key", key); rep.status != 201 {
+		t.Fatalf("cart: %d %s", rep.status, rep.raw)
+	}
+	ctx := context.Background()
+	if held, _, err := r.Store.HoldKey(ctx, key, "another-attempt", "elsewhere", time.Minute); err != nil || !held {
+		t.Fatalf("the other attempt's holding: held %v, %v", held, err)
+	}
+	for name, body := range map[string]string{
+		"a single item":      `{"sku":"REUSE-HELD-B","qty":2}`,
+		"another quantity":   `{"items":[{"sku":"REUSE-HELD-A","qty":1},{"sku":"REUSE-HELD-B","qty":3}]}`,
+		"a part of the cart": `{"items":[{"sku":"REUSE-HELD-A","qty":1}]}`,
+	} {
+		began := time.Now()
+		rep := call(t, "POST", r.URL+"/v1/orders", body, "Idempotency-Key", key)
+		if rep.status != 422 || rep.code() != "idempotency_key_reused" {
+			t.Errorf("%s under a key held by another attempt: %s %s, want 422 idempotency_key_reused", name, rep.codeLine(), rep.raw)
+		}
+		if took := time.Since(began); took > 4*time.Second {
+			t.Errorf("%s: answered after %v, as if it waited out the holding (LOCK_TIMEOUT 5 s)", name, took)
+		}
+	}
+	if rep := call(t, "POST", r.URL+"/v1/orders", cart, "Idempotency-Key", key); rep.status != 200 || rep.body["replayed"] != true {
+		t.Errorf("the same cart again, its key held by another attempt: %s %s, want 200 replayed", rep.codeLine(), rep.raw)
+	}
+	if a := auditOf(t, r, "REUSE-HELD-B"); a.Stock != 8 {
+		t.Errorf("audit %+v: a refused reuse sold", a)
+	}
+}
+
 // A cart's key and single purchases' keys live in one namespace where they cannot collide: the
 // same key with another body is 422 on any replica and sells nothing, and a client key cannot
 // name a cart item's order.

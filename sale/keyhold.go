@@ -17,10 +17,10 @@ import (
 // other attempt under the key runs, on any replica, nor is told "nothing changed". An earlier
 // attempt's holding is waited for, until ctx ends or LOCK_TIMEOUT has passed: then
 // KindInProgress. A key the database cannot hold (its statement failed, or ran out of time), or
-// whose first hold was answered later than keyHoldWithin after the attempt arrived, is
-// KindKeyUnchecked: nothing is tried. late: held, but past keyHoldWithin (behind another
-// attempt's holding, or a failed try); the caller makes nothing then, unless an order says the
-// change was made. release, called
+// whose first try, answered later than keyHoldWithin after the attempt arrived, found another
+// attempt's holding, is KindKeyUnchecked: nothing is tried. late: held, but past keyHoldWithin
+// (a first try answered so, or a later one, behind another attempt's holding or a failed try);
+// the caller makes nothing then, and answers a replay if an order says the change was made. release, called
 // once the change is answered, ends the holding (unless keepKey said otherwise). made says
 // whether an order is recorded under one of orderKeys as the key is held; a nil release with
 // made: another attempt holds the key, and an order is recorded under it. fresh (a key the
@@ -173,20 +173,33 @@ func holdAndReplay[R any](e *Engine, ctx context.Context, arrived time.Time, key
 		return ctx, nil, res, false, err
 	}
 	if late { // held too late to change anything: a replay if an order says it was made
-		res, found, err := made(ctx)
+		var found bool
+		if len(orderKeys) == 0 || recorded { // else the holding found no order under them
+			res, found, err = made(ctx)
+			e.src.Report(err)
+		}
 		if err == nil && found {
 			return ctx, func() { end(); release() }, res, true, nil
 		}
 		end()
 		release()
-		if errors.Is(err, inventory.ErrKeyReused) {
+		switch {
+		case errors.Is(err, inventory.ErrKeyReused):
 			return ctx, nil, res, false, typed(err)
+		case err != nil:
+			return ctx, nil, res, false, &Error{Kind: KindKeyUnchecked, Err: fmt.Errorf("%w; its orders not looked up: %w", heldLate(key, arrived).Err, err)}
 		}
 		return ctx, nil, res, false, heldLate(key, arrived)
 	}
-	if release == nil { // held by another attempt, made: a replay, or nothing at all
-		if res, found, err := made(ctx); err == nil && found {
+	if release == nil { // held by another attempt, made: a replay, a key reused, or not known yet
+		res, found, err := made(ctx)
+		e.src.Report(err)
+		switch {
+		case err == nil && found:
 			return ctx, end, res, true, nil
+		case errors.Is(err, inventory.ErrKeyReused): // the order under the key says so, whatever that attempt does
+			end()
+			return ctx, nil, res, false, typed(err)
 		}
 		end()
 		return ctx, nil, res, false, inProgress(key)
