@@ -22,9 +22,10 @@ import (
 //   - A purchase of a suspected SKU first waits for the poller's next read, holding nothing
 //     (soldout_unheld.go); if that does not answer it, it holds its key, reads the stock before
 //     it queues, and answers 409 at once if it is short; otherwise it queues as always.
-//   - While a suspected SKU has purchases queued for its lock here, a poller reads its stock
-//     (every such SKU in one statement) every soldOutPoll, and sends away, with a 409, the
-//     queued purchases that ask for more than it holds and that queued before the read began.
+//   - While a suspected SKU has purchases queued for its lock here, or waiting before their
+//     holds, a poller reads its stock (every such SKU in one statement) every soldOutPoll, and
+//     answers, with a 409, the purchases that ask for more than it holds and that queued (or
+//     began to wait) before the read began.
 //     They leave the queue as any waiter that gives up does: their node is deleted.
 //
 // A SKU becomes suspected on this replica when a sale here leaves it short of what a purchase

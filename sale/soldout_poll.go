@@ -6,7 +6,7 @@ import (
 )
 
 // The poller of the sold-out answer (soldout.go): while a suspected SKU has purchases queued here,
-// it reads the stock and sends away the purchases it cannot serve.
+// or waiting before their holds, it reads the stock and answers the purchases it cannot serve.
 
 // startPolling runs the poller, or wakes it if it runs. Under so.mu.
 func (so *soldOut) startPolling() {
@@ -21,7 +21,8 @@ func (so *soldOut) startPolling() {
 	go so.poll()
 }
 
-// poll reads the suspected SKUs that have purchases queued, until there are none.
+// poll reads the suspected SKUs that have purchases queued or waiting before their holds, until
+// there are none.
 func (so *soldOut) poll() {
 	t := time.NewTicker(soldOutPoll)
 	defer t.Stop()
@@ -49,8 +50,10 @@ func (so *soldOut) poll() {
 			for sku, stock := range stocks { // told as read, before the look-up of the keys
 				so.tell(sku, stock)
 			}
-			so.sendAway(short)
+			// The purchases waiting before their holds first: they wait a moment only
+			// (unheldWait), the queued ones until they are sent away.
 			so.answerUnheld(unheld, inUse)
+			so.sendAway(short)
 		} else {
 			so.sendOnAfterFailedRead(skus, read)
 		}
