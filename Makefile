@@ -32,8 +32,9 @@ check-go:
 
 ## test: gofmt, go vet, docker-compose.yml check, then go test -race ./... and dlock's module
 ## against real servers, the docs' walkthroughs (./docs) last and alone, as a reader runs them on a
-## machine doing nothing else, then each fuzz target for FUZZTIME_TEST executions (about 40 s in all);
-## needs root for apt-get (about ten Debian packages, about 640 MB, when missing), up to 20 minutes
+## machine doing nothing else, then each fuzz target for FUZZTIME_TEST executions (the node
+## names' NODENAME_FUZZTIME_TEST; about 40 s in all); needs root for apt-get (about ten Debian
+## packages, about 640 MB, when missing), up to 20 minutes
 test: check-go lint compose-check
 	$(SERVERS) run -- bash -c '$(GO) test -race -count=1 -timeout 20m $$($(GO) list ./... | grep -v "/docs$$") $(DLOCK_PKGS) && \
 		$(GO) test -race -count=1 -timeout 10m ./docs && \

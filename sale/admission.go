@@ -47,8 +47,8 @@ type admission struct {
 
 	// falseRefusal, when set, is called for each refusal found false: its buyer would have been
 	// served within the budget by the queue it would have joined (fleetqueue.go judge). Only
-	// the refusals foreseen from the fleet's queue are judged, the queue they would have joined
-	// having taken took. It must not call admission.
+	// the refusals foreseen from the fleet's queue are judged; took is how long the queue it
+	// would have joined took to pass. It must not call admission.
 	falseRefusal func(c refusalCheck, took time.Duration)
 
 	mu   sync.Mutex

@@ -14,7 +14,7 @@ import (
 // and Curator's mutex, readers and writers, kazoo's, go-zookeeper's zk.Lock, dlock's earlier
 // names, a wrapped counter, an ambiguous minus, and names that are not sequential.
 //
-//	go test -run '^$' -fuzz FuzzParse -fuzztime 1000000x ./dlock/internal/nodename
+//	go test -run '^$' -fuzz FuzzParse -fuzztime 500000x ./dlock/internal/nodename
 func FuzzParse(f *testing.F) {
 	f.Add("_c_0f8fad5b-d9cb-469f-a165-70867728950e-lock-0000000007")
 	f.Fuzz(func(t *testing.T, name string) {
@@ -57,7 +57,7 @@ func FuzzParse(f *testing.F) {
 // for (a kazoo writer reads as an exclusive lock: kazoo marks both alike) and the counter modulo
 // 2^32; and two such nodes compare as their counters do, modulo 2^32.
 //
-//	go test -run '^$' -fuzz FuzzNaming -fuzztime 1000000x ./dlock/internal/nodename
+//	go test -run '^$' -fuzz FuzzNaming -fuzztime 500000x ./dlock/internal/nodename
 func FuzzNaming(f *testing.F) {
 	f.Add(uint8(0), uint8(0), int32(7), int32(8))
 	f.Fuzz(func(t *testing.T, layout, kind uint8, seq, other int32) {
