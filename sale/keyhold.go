@@ -21,10 +21,10 @@ import (
 // attempt's holding, is KindKeyUnchecked: nothing is tried. late: held, but past keyHoldWithin
 // (a first try answered so, or a later one, behind another attempt's holding or a failed try);
 // the caller makes nothing then, and answers a replay if an order says the change was made.
-// release, called once the change is answered, ends the holding (unless keepKey said otherwise). made says
-// whether an order is recorded under one of orderKeys as the key is held; a nil release with
-// made: another attempt holds the key, and an order is recorded under it. fresh (a key the
-// service made for this request, which nobody can retry) holds nothing.
+// release, called once the change is answered, ends the holding (unless keepKey said
+// otherwise). made says whether an order is recorded under one of orderKeys as the key is held;
+// a nil release with made: another attempt holds the key, and an order is recorded under it.
+// fresh (a key the service made for this request, which nobody can retry) holds nothing.
 func (e *Engine) holdKey(ctx context.Context, arrived time.Time, key string, fresh bool, orderKeys []string) (release func(), made, late bool, _ error) {
 	if fresh || e.cfg.Lies.NoKeyHold {
 		return func() {}, false, false, nil
