@@ -147,11 +147,16 @@ func TestOpenLoopLatencyGrowsWithTheQueue(t *testing.T) {
 	if len(o.Timeline) < 10 {
 		t.Fatalf("timeline %+v: want a point per slice of the run", o.Timeline)
 	}
-	first, last := o.Timeline[0], o.Timeline[len(o.Timeline)-1]
-	t.Logf("p50 of the first slice's buyers %.0f ms, of the last's %.0f ms", first.P50, last.P50)
+	// The early buyers' baseline is the fastest of the first quarter's slices: a stall of the
+	// shared machine (a ZooKeeper fsync) can hold the very first slice, and is not the queue.
+	early, last := o.Timeline[0].P50, o.Timeline[len(o.Timeline)-1]
+	for _, p := range o.Timeline[:len(o.Timeline)/4] {
+		early = min(early, p.P50)
+	}
+	t.Logf("p50 of the early buyers %.0f ms, of the last's %.0f ms", early, last.P50)
 	// The last buyers come after 60 purchases of which at most 25 can have been served: they
 	// wait for at least the other 35, 35 × 40 ms.
-	if last.P50 < 1000 || last.P50 < 4*first.P50 {
+	if last.P50 < 1000 || last.P50 < 4*early {
 		t.Fatalf("timeline %+v: want the last buyers' latency well above the first's, and above a second", o.Timeline)
 	}
 	if o.SendLagP99 > 200 {
