@@ -256,6 +256,9 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
+// PoolStats is the connection pool's: its connections, and the statements that waited for one.
+func (s *Store) PoolStats() sql.DBStats { return s.sqlDB.Stats() }
+
 // Close closes the pool.
 func (s *Store) Close() error {
 	sqlDB, err := s.db.DB()

@@ -1,6 +1,7 @@
 package order
 
 import (
+	"database/sql"
 	"fmt"
 	"net/http"
 
@@ -26,9 +27,9 @@ type metrics struct {
 
 var lockBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
 
-// newMetrics registers every series, the ZooKeeper counters read from zkStats and the keys held
-// from keysHeld at scrape time.
-func newMetrics(zkStats func() dlock.Stats, keysHeld func() int64) (*metrics, error) {
+// newMetrics registers every series, the ZooKeeper counters read from zkStats, the keys held
+// from keysHeld and the database pool's from pool at scrape time.
+func newMetrics(zkStats func() dlock.Stats, keysHeld func() int64, pool func() sql.DBStats) (*metrics, error) {
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
 		orders: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -60,7 +61,7 @@ func newMetrics(zkStats func() dlock.Stats, keysHeld func() int64) (*metrics, er
 	held := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "zkstock_keys_held", Help: "Idempotency keys this replica holds for changes not yet answered.",
 	}, func() float64 { return float64(keysHeld()) })
-	for _, c := range []prometheus.Collector{m.orders, m.cancellations, soldOut, falseRefusals, lockWait, lockHold, stock, held, zkCollector{zkStats},
+	for _, c := range []prometheus.Collector{m.orders, m.cancellations, soldOut, falseRefusals, lockWait, lockHold, stock, held, zkCollector{zkStats}, poolCollector{pool},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		if err := m.reg.Register(c); err != nil {
 			return nil, fmt.Errorf("order: register metrics: %w", err)
@@ -95,4 +96,33 @@ func (z zkCollector) Collect(ch chan<- prometheus.Metric) {
 	for op, n := range map[string]int64{"create": st.Creates, "delete": st.Deletes, "children": st.ChildrenCalls, "exists": st.ExistsCalls, "get": st.GetCalls} {
 		ch <- prometheus.MustNewConstMetric(zkOpsDesc, prometheus.CounterValue, float64(n), op)
 	}
+}
+
+// poolCollector exports the database pool's stats at scrape time, under the names of Prometheus's
+// collectors.NewDBStatsCollector (which needs a fixed *sql.DB; the store in use changes on a
+// cluster): a statement that waits for a connection waits behind the replica's others.
+type poolCollector struct{ stats func() sql.DBStats }
+
+var (
+	poolLabels   = prometheus.Labels{"db_name": "inventory"}
+	poolOpenDesc = prometheus.NewDesc("go_sql_open_connections", "The number of established connections both in use and idle.", nil, poolLabels)
+	poolUseDesc  = prometheus.NewDesc("go_sql_in_use_connections", "The number of connections currently in use.", nil, poolLabels)
+	poolMaxDesc  = prometheus.NewDesc("go_sql_max_open_connections", "Maximum number of open connections to the database.", nil, poolLabels)
+	poolWaitDesc = prometheus.NewDesc("go_sql_wait_count_total", "The total number of connections waited for.", nil, poolLabels)
+	poolWaitDur  = prometheus.NewDesc("go_sql_wait_duration_seconds_total", "The total time blocked waiting for a new connection.", nil, poolLabels)
+)
+
+func (p poolCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{poolOpenDesc, poolUseDesc, poolMaxDesc, poolWaitDesc, poolWaitDur} {
+		ch <- d
+	}
+}
+
+func (p poolCollector) Collect(ch chan<- prometheus.Metric) {
+	st := p.stats()
+	ch <- prometheus.MustNewConstMetric(poolOpenDesc, prometheus.GaugeValue, float64(st.OpenConnections))
+	ch <- prometheus.MustNewConstMetric(poolUseDesc, prometheus.GaugeValue, float64(st.InUse))
+	ch <- prometheus.MustNewConstMetric(poolMaxDesc, prometheus.GaugeValue, float64(st.MaxOpenConnections))
+	ch <- prometheus.MustNewConstMetric(poolWaitDesc, prometheus.CounterValue, float64(st.WaitCount))
+	ch <- prometheus.MustNewConstMetric(poolWaitDur, prometheus.CounterValue, st.WaitDuration.Seconds())
 }

@@ -1,6 +1,7 @@
 package order
 
 import (
+	"database/sql"
 	"fmt"
 	"runtime"
 	runtimemetrics "runtime/metrics"
@@ -12,7 +13,7 @@ import (
 // The live heap one SKU's stock gauge series keeps (make footprint counts it in what a catalogue
 // leaves behind): go test -run '^$' -bench StockGauge ./order
 func BenchmarkStockGaugeSeries(b *testing.B) {
-	m, err := newMetrics(func() dlock.Stats { return dlock.Stats{} }, func() int64 { return 0 })
+	m, err := newMetrics(func() dlock.Stats { return dlock.Stats{} }, func() int64 { return 0 }, func() sql.DBStats { return sql.DBStats{} })
 	if err != nil {
 		b.Fatal(err)
 	}

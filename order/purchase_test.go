@@ -221,7 +221,8 @@ func TestReadEndpointsAndLockQueue(t *testing.T) {
 	}
 	m := call(t, "GET", rs[0].URL+"/metrics", "")
 	for _, want := range []string{`zkstock_orders_total{result="created"} 1`, "zkstock_lock_wait_seconds_count 1", "zkstock_lock_hold_seconds_count 1",
-		`zkstock_stock{sku="SKU-read"}`, `zkstock_zk_ops_total{op="create"}`, "zkstock_zk_watch_events_total"} {
+		`zkstock_stock{sku="SKU-read"}`, `zkstock_zk_ops_total{op="create"}`, "zkstock_zk_watch_events_total",
+		`go_sql_max_open_connections{db_name="inventory"} 50`, `go_sql_wait_count_total{db_name="inventory"}`} {
 		if !strings.Contains(m.raw, want) {
 			t.Errorf("metrics lack %q", want)
 		}

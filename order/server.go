@@ -3,6 +3,7 @@ package order
 import (
 	"cmp"
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -118,7 +119,7 @@ func New(cfg Config, src inventory.Source, locks *dlock.Client, log *slog.Logger
 		lookups:   newClientLimiter("look-ups by key", cfg.KeyLookupRate, cfg.KeyLookupBurst),
 		cancels:   newClientLimiter("cancellations", cfg.CancelRate, cfg.CancelBurst),
 		lockPaths: lockPaths{ours: map[string]bool{}, logged: map[string]time.Time{}}}
-	m, err := newMetrics(func() dlock.Stats { return s.sales.ZKStats() }, func() int64 { return s.sales.KeysHeld() })
+	m, err := newMetrics(func() dlock.Stats { return s.sales.ZKStats() }, func() int64 { return s.sales.KeysHeld() }, func() sql.DBStats { return s.sales.PoolStats() })
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ package sale
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -194,6 +195,15 @@ func (e *Engine) ZKStats() dlock.Stats {
 		st = st.Add(herd.Stats())
 	}
 	return st
+}
+
+// PoolStats is the database connection pool's, of the store in use now.
+// Zero without a store.
+func (e *Engine) PoolStats() sql.DBStats {
+	if e.src == nil {
+		return sql.DBStats{}
+	}
+	return e.store().PoolStats()
 }
 
 // Refused is how many purchases admission refused (sku_busy) since the engine started.
