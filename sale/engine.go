@@ -153,6 +153,20 @@ func New(cfg Config, src inventory.Source, locks *dlock.Client, log *slog.Logger
 		}
 	}
 	e.gate = newLockGate(budget)
+	if src != nil {
+		e.gate.read = func(ctx context.Context, sku string) (int64, error) {
+			stocks, err := e.store().Stocks(ctx, []string{sku})
+			if err != nil {
+				return 0, fmt.Errorf("sale: read the stock for the lock gate: %w", err)
+			}
+			stock, ok := stocks[sku]
+			if !ok {
+				return 0, fmt.Errorf("sale: read the stock for the lock gate: %w", inventory.ErrUnknownSKU)
+			}
+			e.admission.noteStock(sku, stock, time.Now())
+			return stock, nil
+		}
+	}
 	if locks != nil {
 		e.admission.fleet = newFleetQueue(func(ctx context.Context, sku string) (dlock.QueueStat, error) {
 			return locks.QueueStat(ctx, LockPath(sku))

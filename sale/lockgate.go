@@ -23,11 +23,16 @@ import (
 //
 // It is an estimate, never a safety decision: a purchase let through is sold or refused by its
 // locked deduction, and one that waits beside the queue is answered out_of_stock only on a read
-// of the stock, or gives up at the lock deadline having taken no lock and sold nothing. A stock
-// seen longer than fresh ago (another replica may have restocked since) gates nobody.
+// of the stock, or gives up at the lock deadline having taken no lock and sold nothing. While the
+// stock is not known, or was seen longer than fresh ago (another replica may have restocked
+// since), one purchase at a time queues here and the stock is read: a burst at a sale's start
+// must not put every buyer's node in ZooKeeper before the first turn has said what is left.
 type lockGate struct {
 	fresh time.Duration
 	now   func() time.Time
+	// read reads a SKU's stock for the gate that does not know it; nil reads none (the next
+	// sale here says what is left).
+	read func(ctx context.Context, sku string) (int64, error)
 
 	mu   sync.Mutex
 	skus map[string]*gatedSKU
@@ -41,7 +46,13 @@ type gatedSKU struct {
 	queued  int64         // units let through to the lock whose turn is not over (the holder's too)
 	waiting []*gateWaiter // first come, first served; entries gone are skipped
 	live    int           // waiting entries not gone
+	reading bool          // a read of the stock is under way
+	// readAfter: a read failed, and the next is not begun before it.
+	readAfter time.Time
 }
+
+// gateReadTimeout bounds a read of the stock for the gate, and is the pause after one fails.
+const gateReadTimeout = time.Second
 
 // gateWaiter is a purchase waiting beside the queue: room is closed when it is let through.
 type gateWaiter struct {
@@ -63,6 +74,7 @@ func (g *lockGate) enter(ctx context.Context, sku string, qty int64) (passed fun
 	g.mu.Lock()
 	s := g.entry(sku)
 	g.letThrough(s) // the stock seen may have gone stale since the last look
+	g.readIfUnknown(sku, s)
 	if s.live == 0 && g.fits(s, qty) {
 		s.queued += qty
 		g.mu.Unlock()
@@ -114,6 +126,7 @@ func (g *lockGate) passer(sku string, s *gatedSKU, qty int64) func(turn error) {
 				s.stock = turnOver(s.stock, qty, turn)
 			}
 			g.letThrough(s)
+			g.readIfUnknown(sku, s)
 			g.forget(sku, s)
 		})
 	}
@@ -134,7 +147,7 @@ func turnOver(stock, qty int64, turn error) int64 {
 }
 
 // noteStock takes sku's stock as a sale or a restock here left it, or a read showed it; a
-// negative stock (a restock of an amount not known) lets everyone waiting through.
+// negative stock (a restock of an amount not known) is not known, and read again.
 func (g *lockGate) noteStock(sku string, stock int64) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -147,13 +160,46 @@ func (g *lockGate) noteStock(sku string, stock int64) {
 	}
 	s.stock, s.seenAt = stock, g.now()
 	g.letThrough(s)
+	g.readIfUnknown(sku, s)
 }
 
-// fits says whether qty more units may queue: the stock is not known or not fresh, nobody is
-// queued here (the locked deduction then decides), or the units queued and these are within the
-// stock. Under g.mu.
+// known says whether the stock counted is known, and fresh. Under g.mu.
+func (g *lockGate) known(s *gatedSKU) bool {
+	return s.stock >= 0 && g.now().Sub(s.seenAt) <= g.fresh
+}
+
+// readIfUnknown begins a read of sku's stock when the gate does not know it, unless one is under
+// way or failed within gateReadTimeout. A read begun before the stock was last seen (a sale here
+// told it meanwhile) is not taken. Under g.mu.
+func (g *lockGate) readIfUnknown(sku string, s *gatedSKU) {
+	if g.read == nil || s.reading || g.known(s) || g.now().Before(s.readAfter) {
+		return
+	}
+	s.reading = true
+	began := g.now()
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), gateReadTimeout)
+		stock, err := g.read(ctx, sku)
+		cancel()
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		s.reading = false
+		switch {
+		case err != nil:
+			s.readAfter = g.now().Add(gateReadTimeout)
+		case s.seenAt.After(began):
+		default:
+			s.stock, s.seenAt = stock, g.now()
+			g.letThrough(s)
+		}
+		g.readIfUnknown(sku, s) // a restock told while it read
+	}()
+}
+
+// fits says whether qty more units may queue: nobody is queued here (the locked deduction then
+// decides), or the stock is known and the units queued and these are within it. Under g.mu.
 func (g *lockGate) fits(s *gatedSKU, qty int64) bool {
-	return s.stock < 0 || g.now().Sub(s.seenAt) > g.fresh || s.queued == 0 || s.queued+qty <= s.stock
+	return s.queued == 0 || g.known(s) && s.queued+qty <= s.stock
 }
 
 // letThrough lets the waiting purchases through, in their order, while they fit. Under g.mu.

@@ -59,9 +59,11 @@ func queuedUnits(g *lockGate, sku string) (queued, live int64) {
 // With 2 units seen and 2 purchases queued here, a third waits beside the queue. A turn taken
 // counts its unit as sold: the third is let through only when the sale says a unit is left. One
 // whose wait ends takes no place, and the purchase behind it is let through if it fits. A restock
-// of an amount not known lets everyone through.
+// of an amount not known has the stock read again: the waiting purchases go by what it shows.
 func TestLockGateKeepsTheQueueWithinTheStock(t *testing.T) {
 	g := newLockGate(time.Minute)
+	reads := make(chan int64, 1)
+	g.read = func(context.Context, string) (int64, error) { return <-reads, nil }
 	ctx := context.Background()
 	g.noteStock("G", 2)
 	p1, err := g.enter(ctx, "G", 1)
@@ -101,11 +103,13 @@ func TestLockGateKeepsTheQueueWithinTheStock(t *testing.T) {
 	if q, live := queuedUnits(g, "G"); q != 3 || live != 0 {
 		t.Fatalf("queued %d, waiting %d; want 3 queued, none waiting", q, live)
 	}
-	// A restock of an amount not known lets everyone through.
+	// A restock of an amount not known: the stock is read, and lets the purchase of 5 through.
 	waiting := gateAsync(g, ctx, "G", 5)
 	stillWaiting(t, waiting, "a purchase of 5 behind 3 queued, 3 seen")
 	g.noteStock("G", -1)
-	p5 := letIn(t, waiting, "a purchase after a restock of an amount not known")
+	stillWaiting(t, waiting, "a purchase of 5 behind 3 queued, the stock not read yet")
+	reads <- 8
+	p5 := letIn(t, waiting, "a purchase of 5 behind 3 queued after a restock, 8 read")
 	for _, p := range []func(error){p2, p3, p4, p5} {
 		p(errNoTurn)
 	}
@@ -114,22 +118,80 @@ func TestLockGateKeepsTheQueueWithinTheStock(t *testing.T) {
 	}
 }
 
-// A stock seen longer than fresh ago (another replica may have restocked since) gates nobody.
+// A stock seen longer than fresh ago (another replica may have restocked since) is read again;
+// until the read answers, the purchases queue here one at a time.
 func TestLockGateTrustsOnlyAFreshStock(t *testing.T) {
 	now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
 	g := newLockGate(time.Second)
 	g.now = func() time.Time { return now }
+	reads := make(chan int64)
+	g.read = func(context.Context, string) (int64, error) { return <-reads, nil }
 	ctx := context.Background()
 	g.noteStock("S", 1)
 	p1, _ := g.enter(ctx, "S", 1)
-	stillWaiting(t, gateAsync(g, ctx, "S", 1), "a second purchase for the 1 unit seen just now")
+	second := gateAsync(g, ctx, "S", 1)
+	stillWaiting(t, second, "a second purchase for the 1 unit seen just now")
 	g.mu.Lock()
 	now = now.Add(2 * time.Second)
 	g.mu.Unlock()
-	if _, err := g.enter(ctx, "S", 1); err != nil { // not let through before the stock went stale
+	third := gateAsync(g, ctx, "S", 1) // finds the stock stale: it is read
+	stillWaiting(t, second, "a second purchase while the stale stock is read")
+	reads <- 3 // another replica restocked
+	letIn(t, second, "a second purchase once the read showed 3")(errNoTurn)
+	letIn(t, third, "a third once the read showed 3")(errNoTurn)
+	p1(errNoTurn)
+}
+
+// A burst at a sale's start, before anything here has seen the stock: one purchase queues while
+// the stock is read, and then as many as it covers. Before, the gate let the whole burst through
+// to ZooKeeper (on the compose stack, about 2,000 nodes for 100 units, and the sessions lost).
+func TestLockGateReadsAStockNotKnownBeforeItLetsABurstThrough(t *testing.T) {
+	g := newLockGate(time.Minute)
+	reads := make(chan int64)
+	asked := make(chan string, 8)
+	g.read = func(_ context.Context, sku string) (int64, error) { asked <- sku; return <-reads, nil }
+	ctx := context.Background()
+	first, err := g.enter(ctx, "B", 1)
+	if err != nil {
 		t.Fatal(err)
 	}
-	p1(errNoTurn)
+	var burst []<-chan gateResult
+	for i := range 10 { // one after another: first come, first served
+		burst = append(burst, gateAsync(g, ctx, "B", 1))
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+			if _, live := queuedUnits(g, "B"); live == int64(i+1) {
+				break
+			} else if time.Now().After(deadline) {
+				t.Fatalf("purchase %d of a burst: %d waiting beside the queue, want %d", i+2, live, i+1)
+			}
+		}
+	}
+	for i, r := range burst {
+		stillWaiting(t, r, fmt.Sprintf("purchase %d of a burst, the stock not known", i+2))
+	}
+	if sku := <-asked; sku != "B" {
+		t.Fatalf("read %q, want B", sku)
+	}
+	reads <- 4 // 4 units: the first and 3 more queue, the other 7 wait beside the queue
+	var passed []func(error)
+	for i, r := range burst[:3] {
+		passed = append(passed, letIn(t, r, fmt.Sprintf("purchase %d of a burst, 4 read", i+2)))
+	}
+	for i, r := range burst[3:] {
+		stillWaiting(t, r, fmt.Sprintf("purchase %d of a burst, 4 read and 4 queued", i+5))
+	}
+	if q, live := queuedUnits(g, "B"); q != 4 || live != 7 {
+		t.Fatalf("queued %d, waiting %d; want 4 queued, 7 waiting", q, live)
+	}
+	// A turn that sold nothing gives its place to the first purchase waiting.
+	first(errNoTurn)
+	letIn(t, burst[3], "purchase 5 once the first's turn sold nothing")(errNoTurn)
+	for _, p := range passed {
+		p(errNoTurn)
+	}
+	if len(asked) != 0 {
+		t.Fatalf("%d more reads of a stock known and fresh", len(asked))
+	}
 }
 
 // First come, first served: a purchase that fits does not pass one that waits.
@@ -172,4 +234,33 @@ func TestLockGateCountsAFailedTurnAsNothingSold(t *testing.T) {
 	if stock != 0 {
 		t.Fatalf("stock counted %d after a purchase of 1 found it short; want 0", stock)
 	}
+}
+
+// A read of the stock that fails leaves it not known: one purchase at a time queues, each let
+// through as the turn ahead ends, and the read is tried again after gateReadTimeout.
+func TestLockGateWithoutAStockReadQueuesOneAtATime(t *testing.T) {
+	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	g := newLockGate(time.Minute)
+	g.now = func() time.Time { return now }
+	reads := make(chan error)
+	g.read = func(context.Context, string) (int64, error) { return 0, <-reads }
+	ctx := context.Background()
+	first, _ := g.enter(ctx, "U", 1)
+	second := gateAsync(g, ctx, "U", 1)
+	reads <- errors.New("the database is down")
+	stillWaiting(t, second, "a second purchase after the read failed")
+	first(errNoTurn)
+	third := gateAsync(g, ctx, "U", 1)
+	p2 := letIn(t, second, "the second purchase once the first's turn ended")
+	stillWaiting(t, third, "a third purchase behind the second, the stock not known")
+	g.mu.Lock()
+	now = now.Add(2 * gateReadTimeout)
+	g.mu.Unlock()
+	p2(errNoTurn) // its end begins the read again
+	select {
+	case reads <- nil: // read again: 0 units, which the gate now knows
+	case <-time.After(5 * time.Second):
+		t.Fatal("the stock was not read again after gateReadTimeout")
+	}
+	letIn(t, third, "the third purchase, alone in the queue")(errNoTurn)
 }
