@@ -33,6 +33,11 @@ func CancelKey(id int64) string { return fmt.Sprintf("%scancel/%d", KeySeparator
 // INSERT sent again after its reply was lost) kept. A conflict between two Galera nodes' writes
 // (1213) is not held either: the caller asks again.
 func (s *Store) HoldKey(ctx context.Context, key, attempt, replica string, hold time.Duration, orderKeys ...string) (held, made bool, _ error) {
+	done, err := s.atDoor(ctx)
+	if err != nil {
+		return false, false, fmt.Errorf("inventory: hold key %q: %w", key, err)
+	}
+	defer done()
 	us := hold.Microseconds()
 	in := "?" + strings.Repeat(", ?", max(len(orderKeys)-1, 0))
 	args := []any{key, attempt, replica, us}
@@ -93,6 +98,11 @@ func (s *Store) ReleaseKeys(ctx context.Context, held []HeldKey) error {
 	if len(held) == 0 {
 		return nil
 	}
+	done, err := s.atDoor(ctx)
+	if err != nil {
+		return fmt.Errorf("inventory: release %d keys: %w", len(held), err)
+	}
+	defer done()
 	// request_id IN (...) lets the primary key find the rows: with the pairs alone the server
 	// scans the table, locking every row under the holdings being inserted meanwhile.
 	var q strings.Builder
@@ -118,6 +128,11 @@ func (s *Store) ReleaseKeys(ctx context.Context, held []HeldKey) error {
 // SweepKeys deletes up to limit holdings expired for longer than grace (crashed replicas' keys that
 // no retry came for), and says how many it deleted.
 func (s *Store) SweepKeys(ctx context.Context, grace time.Duration, limit int) (int64, error) {
+	done, err := s.atDoor(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("inventory: sweep expired keys: %w", err)
+	}
+	defer done()
 	res, err := s.sqlDB.ExecContext(ctx, "DELETE FROM key_attempts WHERE expires_at < NOW(6) - INTERVAL ? MICROSECOND LIMIT ?", grace.Microseconds(), limit)
 	if err != nil {
 		return 0, fmt.Errorf("inventory: sweep expired keys: %w", err)
