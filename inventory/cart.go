@@ -79,11 +79,6 @@ func (s *Store) DeductCart(ctx context.Context, c Cart, mode Mode, hooks Hooks) 
 // CartByKey finds the orders a cart's key made, if any: ErrKeyReused when another request (a
 // single purchase, another cart, a part of this one) made them.
 func (s *Store) CartByKey(ctx context.Context, c Cart) (CartResult, bool, error) {
-	done, err := s.atDoor(ctx)
-	if err != nil {
-		return CartResult{}, false, fmt.Errorf("inventory: look up cart %q: %w", c.RequestID, err)
-	}
-	defer done()
 	orders, left, found, err := replayOf(s.db.WithContext(ctx), c.request())
 	if err != nil || !found {
 		return CartResult{}, found, err

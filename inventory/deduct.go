@@ -42,11 +42,6 @@ func (s *Store) Deduct(ctx context.Context, p Purchase, mode Mode, hooks Hooks) 
 func (s *Store) PurchaseByKey(ctx context.Context, p Purchase) (Result, bool, error) {
 	// Asked before every keyed purchase's lock and nearly always new: a fixed statement answers
 	// that, where GORM would build the full look-up by reflection each time.
-	done, err := s.atDoor(ctx)
-	if err != nil {
-		return Result{}, false, fmt.Errorf("inventory: look up key %q: %w", p.RequestID, err)
-	}
-	defer done()
 	var taken bool
 	if err := s.sqlDB.QueryRowContext(ctx, "SELECT EXISTS (SELECT 1 FROM orders WHERE request_id = ?)", p.RequestID).Scan(&taken); err != nil {
 		return Result{}, false, fmt.Errorf("inventory: look up key %q: %w", p.RequestID, err)

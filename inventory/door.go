@@ -2,15 +2,18 @@ package inventory
 
 import (
 	"context"
+	"errors"
 	"fmt"
 )
 
-// The pool's door: the statements made for one change outside its turn of a lock (its key's
-// holding and look-ups, a product's read) and the key releases and sweeps hold at most MaxOpen -
-// Reserved of the pool's connections at once, first come, first served, so that a lock's
-// holder, whom the whole queue behind it waits for, never waits behind them for a connection. A
-// flash sale's buyers each hold a key before they queue. The turns' statements and the reads that
-// answer many buyers at once (the stocks and keys the sold-out poller reads, Stocks) pass by it.
+// The pool's door: the key holds (HoldKey), one per keyed change and made before it is admitted,
+// take at most MaxOpen - Reserved of the pool's connections at once, first come, first served,
+// so that a flash sale's buyers holding their keys never take every connection from the lock's
+// holders, whom the whole queue waits for. Every other statement passes by it.
+
+// ErrPoolBusy: a key hold waited for a place at the door until its context ended; nothing was
+// sent to the database.
+var ErrPoolBusy = errors.New("inventory: the connections for key holds are all in use")
 
 // atDoor waits, until ctx ends, for a place at the door; done gives it back.
 func (s *Store) atDoor(ctx context.Context) (done func(), _ error) {
@@ -21,7 +24,7 @@ func (s *Store) atDoor(ctx context.Context) (done func(), _ error) {
 	case s.door <- struct{}{}:
 		return func() { <-s.door }, nil
 	case <-ctx.Done():
-		return nil, fmt.Errorf("inventory: waiting for one of the pool's connections: %w", context.Cause(ctx))
+		return nil, fmt.Errorf("%w: %w", ErrPoolBusy, context.Cause(ctx))
 	}
 }
 

@@ -3,6 +3,7 @@ package inventory_test
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -11,12 +12,12 @@ import (
 	"github.com/zkstock/zkstock/inventory"
 )
 
-// A lock's holder never waits for a connection behind the statements made outside a turn: with a
-// pool of 4 (1 kept for the turns), eight key holds stuck behind a row lock take 3 connections at
-// most, and a deduction still runs at once. Before, the holds took all 4, and the deduction
+// A lock's holder never waits for a connection behind the key holds: with a pool of 4 (1 kept
+// for the turns), eight key holds stuck behind a row lock take 3 connections at most, and a
+// deduction still runs at once. Before, the holds took all 4, and the deduction
 // waited for one until its deadline (on the compose stack: a flash sale's buyers' key holds, and
 // every turn of the lock waiting behind them).
-func TestTheTurnsKeepAConnectionFromTheDoorsStatements(t *testing.T) {
+func TestTheTurnsKeepAConnectionFromTheKeyHolds(t *testing.T) {
 	dsn := testenv.MySQLDatabase(t)
 	ctx := context.Background()
 	s, err := inventory.Open(ctx, dsn, inventory.PoolOptions{MaxOpen: 4})
@@ -64,6 +65,12 @@ func TestTheTurnsKeepAConnectionFromTheDoorsStatements(t *testing.T) {
 	res, err := s.Deduct(dctx, inventory.Purchase{SKU: "DOOR-1", Qty: 1, RequestID: "door-sale"}, inventory.Unfenced, inventory.Hooks{})
 	if err != nil || res.Remaining != 9 {
 		t.Errorf("a turn's deduction beside the stuck holds: %+v, %v; want 9 left", res, err)
+	}
+	// A hold that finds the door full until its context ends sent nothing: ErrPoolBusy.
+	bctx, bcancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer bcancel()
+	if _, _, err := s.HoldKey(bctx, "door-other", "b1", "r1", time.Minute); !errors.Is(err, inventory.ErrPoolBusy) {
+		t.Errorf("a hold at a full door: %v, want ErrPoolBusy", err)
 	}
 	if err := blocker.Rollback(); err != nil {
 		t.Fatal(err)

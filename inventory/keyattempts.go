@@ -98,11 +98,6 @@ func (s *Store) ReleaseKeys(ctx context.Context, held []HeldKey) error {
 	if len(held) == 0 {
 		return nil
 	}
-	done, err := s.atDoor(ctx)
-	if err != nil {
-		return fmt.Errorf("inventory: release %d keys: %w", len(held), err)
-	}
-	defer done()
 	// request_id IN (...) lets the primary key find the rows: with the pairs alone the server
 	// scans the table, locking every row under the holdings being inserted meanwhile.
 	var q strings.Builder
@@ -128,11 +123,6 @@ func (s *Store) ReleaseKeys(ctx context.Context, held []HeldKey) error {
 // SweepKeys deletes up to limit holdings expired for longer than grace (crashed replicas' keys that
 // no retry came for), and says how many it deleted.
 func (s *Store) SweepKeys(ctx context.Context, grace time.Duration, limit int) (int64, error) {
-	done, err := s.atDoor(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("inventory: sweep expired keys: %w", err)
-	}
-	defer done()
 	res, err := s.sqlDB.ExecContext(ctx, "DELETE FROM key_attempts WHERE expires_at < NOW(6) - INTERVAL ? MICROSECOND LIMIT ?", grace.Microseconds(), limit)
 	if err != nil {
 		return 0, fmt.Errorf("inventory: sweep expired keys: %w", err)

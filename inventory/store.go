@@ -20,7 +20,7 @@ import (
 type Store struct {
 	db    *gorm.DB
 	sqlDB *sql.DB       // db's pool, for the hot path's fixed statements
-	door  chan struct{} // the places of the statements outside a lock's turn (atDoor); nil: no limit
+	door  chan struct{} // the key holds' places (atDoor); nil: no limit
 	// waitTimeout is the longest wait_timeout, in seconds, that a session of the pool reported
 	// (noteSession): CommitBound's, as the server applies it.
 	waitTimeout atomic.Int64
@@ -40,8 +40,8 @@ type Store struct {
 type PoolOptions struct {
 	MaxOpen int // default 50
 	MaxIdle int // default 50
-	// Reserved is how many of them the statements made for one change outside a lock's turn
-	// may not take (door.go): default a fifth of MaxOpen, at least 1 when it is more than 1.
+	// Reserved is how many of them the key holds may not take (door.go): default a fifth of
+	// MaxOpen, at least 1 when it is more than 1.
 	Reserved int
 }
 
@@ -303,13 +303,8 @@ func (s *Store) Reset(ctx context.Context, sku string, stock int64) (Product, er
 
 // Product reads one product.
 func (s *Store) Product(ctx context.Context, sku string) (Product, error) {
-	done, err := s.atDoor(ctx)
-	if err != nil {
-		return Product{}, err
-	}
-	defer done()
 	var p Product
-	err = s.db.WithContext(ctx).Where("sku = ?", sku).Take(&p).Error
+	err := s.db.WithContext(ctx).Where("sku = ?", sku).Take(&p).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
 		return Product{}, ErrUnknownSKU
 	}

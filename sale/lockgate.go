@@ -31,8 +31,9 @@ type lockGate struct {
 	fresh time.Duration
 	now   func() time.Time
 	// read reads a SKU's stock for the gate that does not know it; nil reads none (the next
-	// sale here says what is left).
-	read func(ctx context.Context, sku string) (int64, error)
+	// sale here says what is left). At most gateReads run at once, across the SKUs.
+	read    func(ctx context.Context, sku string) (int64, error)
+	reading chan struct{}
 
 	mu   sync.Mutex
 	skus map[string]*gatedSKU
@@ -49,10 +50,16 @@ type gatedSKU struct {
 	reading bool          // a read of the stock is under way
 	// readAfter: a read failed, and the next is not begun before it.
 	readAfter time.Time
+	noted     uint64 // noteStock's calls: a read begun before the last is not taken
 }
 
-// gateReadTimeout bounds a read of the stock for the gate, and is the pause after one fails.
-const gateReadTimeout = time.Second
+// gateReadTimeout bounds a read of the stock for the gate, and is the pause after one fails;
+// gateReads bounds the reads under way at once, so that a sale beginning on many SKUs does not
+// take the connections the turns need.
+const (
+	gateReadTimeout = time.Second
+	gateReads       = 4
+)
 
 // gateWaiter is a purchase waiting beside the queue: room is closed when it is let through.
 type gateWaiter struct {
@@ -62,7 +69,7 @@ type gateWaiter struct {
 }
 
 func newLockGate(fresh time.Duration) *lockGate {
-	return &lockGate{fresh: fresh, now: time.Now, skus: map[string]*gatedSKU{}}
+	return &lockGate{fresh: fresh, now: time.Now, skus: map[string]*gatedSKU{}, reading: make(chan struct{}, gateReads)}
 }
 
 // enter lets a purchase of qty units of sku through to its lock queue, at once when the queue
@@ -159,6 +166,7 @@ func (g *lockGate) noteStock(sku string, stock int64) {
 		s = g.entry(sku)
 	}
 	s.stock, s.seenAt = stock, g.now()
+	s.noted++
 	g.letThrough(s)
 	g.readIfUnknown(sku, s)
 }
@@ -169,30 +177,40 @@ func (g *lockGate) known(s *gatedSKU) bool {
 }
 
 // readIfUnknown begins a read of sku's stock when the gate does not know it, unless one is under
-// way or failed within gateReadTimeout. A read begun before the stock was last seen (a sale here
-// told it meanwhile) is not taken. Under g.mu.
+// way or failed within gateReadTimeout. A read begun before the stock was last told (noteStock:
+// a sale here, a restock) is not taken, and the stock is read again if still not known. A read's
+// failure leaves the stock not known. Under g.mu.
 func (g *lockGate) readIfUnknown(sku string, s *gatedSKU) {
 	if g.read == nil || s.reading || g.known(s) || g.now().Before(s.readAfter) {
 		return
 	}
 	s.reading = true
-	began := g.now()
+	noted := s.noted
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), gateReadTimeout)
-		stock, err := g.read(ctx, sku)
-		cancel()
+		defer cancel()
+		var stock int64
+		var err error
+		select {
+		case g.reading <- struct{}{}:
+			stock, err = g.read(ctx, sku)
+			<-g.reading
+		case <-ctx.Done():
+			err = context.Cause(ctx)
+		}
 		g.mu.Lock()
 		defer g.mu.Unlock()
 		s.reading = false
 		switch {
 		case err != nil:
 			s.readAfter = g.now().Add(gateReadTimeout)
-		case s.seenAt.After(began):
+		case s.noted != noted:
+			g.readIfUnknown(sku, s) // told since the read began: known now, unless a restock
 		default:
-			s.stock, s.seenAt = stock, g.now()
+			s.stock, s.seenAt = max(0, stock), g.now()
 			g.letThrough(s)
 		}
-		g.readIfUnknown(sku, s) // a restock told while it read
+		g.forget(sku, s)
 	}()
 }
 
@@ -222,7 +240,7 @@ func (g *lockGate) letThrough(s *gatedSKU) {
 // forget drops a SKU that has nothing queued or waiting once the gate holds more SKUs than a
 // replica remembers: the stock seen is kept for the SKU's next burst otherwise. Under g.mu.
 func (g *lockGate) forget(sku string, s *gatedSKU) {
-	if s.queued == 0 && s.live == 0 && len(g.skus) > maxKnownSKUs && g.skus[sku] == s {
+	if s.queued == 0 && s.live == 0 && !s.reading && len(g.skus) > maxKnownSKUs && g.skus[sku] == s {
 		delete(g.skus, sku)
 	}
 }
