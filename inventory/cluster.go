@@ -163,7 +163,7 @@ func (c *Cluster) Report(err error) {
 
 // nodeSuspect says whether err may come from the node rather than from the operation.
 func nodeSuspect(err error) bool {
-	for _, business := range []error{ErrUnknownSKU, ErrOutOfStock, ErrStaleToken, ErrKeyReused, ErrUnknownOrder, ErrBatchConflict, ErrMisconfigured, ErrPoolBusy} {
+	for _, business := range []error{ErrUnknownSKU, ErrOutOfStock, ErrStaleToken, ErrKeyReused, ErrUnknownOrder, ErrBatchConflict, ErrMisconfigured} {
 		if errors.Is(err, business) {
 			return false
 		}

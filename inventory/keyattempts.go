@@ -33,11 +33,6 @@ func CancelKey(id int64) string { return fmt.Sprintf("%scancel/%d", KeySeparator
 // INSERT sent again after its reply was lost) kept. A conflict between two Galera nodes' writes
 // (1213) is not held either: the caller asks again.
 func (s *Store) HoldKey(ctx context.Context, key, attempt, replica string, hold time.Duration, orderKeys ...string) (held, made bool, _ error) {
-	done, err := s.atDoor(ctx)
-	if err != nil {
-		return false, false, fmt.Errorf("inventory: hold key %q: %w", key, err)
-	}
-	defer done()
 	us := hold.Microseconds()
 	in := "?" + strings.Repeat(", ?", max(len(orderKeys)-1, 0))
 	args := []any{key, attempt, replica, us}

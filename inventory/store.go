@@ -19,8 +19,7 @@ import (
 // Store is the products and orders tables behind one connection pool.
 type Store struct {
 	db    *gorm.DB
-	sqlDB *sql.DB       // db's pool, for the hot path's fixed statements
-	door  chan struct{} // the key holds' places (atDoor); nil: no limit
+	sqlDB *sql.DB // db's pool, for the hot path's fixed statements
 	// waitTimeout is the longest wait_timeout, in seconds, that a session of the pool reported
 	// (noteSession): CommitBound's, as the server applies it.
 	waitTimeout atomic.Int64
@@ -40,9 +39,6 @@ type Store struct {
 type PoolOptions struct {
 	MaxOpen int // default 50
 	MaxIdle int // default 50
-	// Reserved is how many of them the key holds may not take (door.go): default a fifth of
-	// MaxOpen, at least 1 when it is more than 1.
-	Reserved int
 }
 
 // Timeouts on every connection, unless the DSN sets its own readTimeout and writeTimeout. A
@@ -138,9 +134,6 @@ func Open(ctx context.Context, dsn string, pool PoolOptions) (*Store, error) {
 	// found dead at its next use.
 	sqlDB.SetConnMaxIdleTime(commitIdleTimeout / 2)
 	s := &Store{db: db, sqlDB: sqlDB, now: time.Now, readTimeout: cfg.ReadTimeout, galera: galera, addr: cfg.Addr}
-	if r := reservedOf(pool.MaxOpen, pool.Reserved); r > 0 {
-		s.door = make(chan struct{}, pool.MaxOpen-r)
-	}
 	checks := []func(context.Context) error{s.Ping, s.checkWaitTimeout, s.checkVersion, s.checkCharset}
 	if galera {
 		checks = append(checks, s.checkGalera)

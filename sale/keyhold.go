@@ -46,10 +46,6 @@ func (e *Engine) holdKey(ctx context.Context, arrived time.Time, key string, fre
 		case held:
 			e.keysHeld.Add(1)
 			return func() { e.keysHeld.Add(-1); e.releaseKey(key, attempt, hold) }, made, tooLate, nil
-		case errors.Is(err, inventory.ErrPoolBusy):
-			// Waited a second or more for a connection, sending nothing: the replica is past
-			// what its database takes, and a try again would wait as long.
-			return nil, false, false, &Error{Kind: KindKeyUnchecked, Err: err}
 		case err != nil:
 			e.releaseKey(key, attempt, hold) // the INSERT may have applied, its reply lost
 			if failures++; failures > keyTries || ctx.Err() != nil || time.Now().After(waitUntil) {
