@@ -24,9 +24,11 @@ import (
 // It is an estimate, never a safety decision: a purchase let through is sold or refused by its
 // locked deduction, and one that waits beside the queue is answered out_of_stock only on a read
 // of the stock, or gives up at the lock deadline having taken no lock and sold nothing. While the
-// stock is not known, or was seen longer than fresh ago (another replica may have restocked
-// since), one purchase at a time queues here and the stock is read: a burst at a sale's start
-// must not put every buyer's node in ZooKeeper before the first turn has said what is left.
+// stock has not been seen here (nothing sold here yet, a restock of an amount not known), one
+// purchase at a time queues and the stock is read: a burst at a sale's start must not put every
+// buyer's node in ZooKeeper before the first turn has said what is left. A stock seen longer
+// than fresh ago (another replica may have restocked since) gates nobody, and is read again: a
+// stall (a database failing over) must not leave the queue one purchase at a time after it.
 type lockGate struct {
 	fresh time.Duration
 	now   func() time.Time
@@ -215,9 +217,19 @@ func (g *lockGate) readIfUnknown(sku string, s *gatedSKU) {
 }
 
 // fits says whether qty more units may queue: nobody is queued here (the locked deduction then
-// decides), or the stock is known and the units queued and these are within it. Under g.mu.
+// decides), the stock was seen too long ago (it is read again meanwhile), or the units queued
+// and these are within the stock. A stock not seen here at all lets one purchase at a time
+// queue, until it is read. Under g.mu.
 func (g *lockGate) fits(s *gatedSKU, qty int64) bool {
-	return s.queued == 0 || g.known(s) && s.queued+qty <= s.stock
+	switch {
+	case s.queued == 0:
+		return true
+	case s.stock < 0:
+		return false
+	case !g.known(s):
+		return true
+	}
+	return s.queued+qty <= s.stock
 }
 
 // letThrough lets the waiting purchases through, in their order, while they fit. Under g.mu.
