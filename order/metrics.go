@@ -56,12 +56,16 @@ func newMetrics(zkStats func() dlock.Stats, keysHeld func() int64, pool func() s
 	falseRefusals := prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "zkstock_false_refusals_total", Help: "sku_busy refusals whose buyer the queue it would have joined served within the budget.",
 	})
+	unanswered := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "zkstock_commits_unanswered_total", Help: "Changes whose COMMIT went unanswered, settled with the SKU's lock held (up to the commit bound).",
+	}, []string{"sku"})
 	m.sale = sale.Metrics{LockWait: lockWait, LockHold: lockHold, Stock: func(sku string) sale.Gauge { return stock.WithLabelValues(sku) },
-		SoldOutBeforeQueue: soldOut.WithLabelValues("before_queue"), SoldOutLeftQueue: soldOut.WithLabelValues("left_queue"), FalseRefusals: falseRefusals}
+		SoldOutBeforeQueue: soldOut.WithLabelValues("before_queue"), SoldOutLeftQueue: soldOut.WithLabelValues("left_queue"), FalseRefusals: falseRefusals,
+		CommitsUnanswered: func(sku string) sale.Counter { return unanswered.WithLabelValues(sku) }}
 	held := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "zkstock_keys_held", Help: "Idempotency keys this replica holds for changes not yet answered.",
 	}, func() float64 { return float64(keysHeld()) })
-	for _, c := range []prometheus.Collector{m.orders, m.cancellations, soldOut, falseRefusals, lockWait, lockHold, stock, held, zkCollector{zkStats}, poolCollector{pool},
+	for _, c := range []prometheus.Collector{m.orders, m.cancellations, soldOut, falseRefusals, unanswered, lockWait, lockHold, stock, held, zkCollector{zkStats}, poolCollector{pool},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		if err := m.reg.Register(c); err != nil {
 			return nil, fmt.Errorf("order: register metrics: %w", err)

@@ -50,8 +50,15 @@ func TestCommitAppliedReplyLost(t *testing.T) {
 		t.Run(string(mode), func(t *testing.T) {
 			r, proxy, direct := behindDBProxy(t, mode)
 			resetStock(t, r, "OUT-1", 10)
+			const unanswered = `zkstock_commits_unanswered_total{sku="OUT-1"}`
+			if n := metricValue(t, r, unanswered); n != 0 {
+				t.Fatalf("%s %d before any COMMIT was lost", unanswered, n)
+			}
 			proxy.CutAfterQuery(isCommit, false)
 			rep := buy(t, r, "OUT-1", 1, "")
+			if n := metricValue(t, r, unanswered); n != 1 {
+				t.Errorf("%s %d after one COMMIT's reply was lost, want 1", unanswered, n)
+			}
 			key, _ := rep.body["request_id"].(string)
 			if rep.status != 201 || !strings.HasPrefix(key, "gen-") || rep.header.Get("Idempotency-Key") != key {
 				t.Fatalf("want 201 with the made key in body and header: %d %s %v", rep.status, rep.raw, rep.header)
@@ -61,6 +68,12 @@ func TestCommitAppliedReplyLost(t *testing.T) {
 			}
 			if got := call(t, "GET", r.URL+"/v1/orders?request_id="+url.QueryEscape(key), ""); got.status != 200 || got.orderID() != rep.orderID() {
 				t.Fatalf("look-up by key: %d %s", got.status, got.raw)
+			}
+			if rep := buy(t, r, "OUT-1", 1, ""); rep.status != 201 {
+				t.Fatalf("a purchase after the proxy healed: %d %s", rep.status, rep.raw)
+			}
+			if n := metricValue(t, r, unanswered); n != 1 {
+				t.Errorf("%s %d after a COMMIT answered, want still 1", unanswered, n)
 			}
 		})
 	}

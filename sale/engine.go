@@ -67,6 +67,9 @@ type Metrics struct {
 	// FalseRefusals counts the sku_busy refusals found false: the queue the buyer would have
 	// joined served it within the budget (admission.go falseRefusal).
 	FalseRefusals Counter
+	// CommitsUnanswered counts, per SKU, the changes whose COMMIT went unanswered and were
+	// settled with the SKU's lock held (settle.go): each keeps the lock up to the commit bound.
+	CommitsUnanswered func(sku string) Counter
 }
 
 // Observer takes one observation (prometheus.Observer).

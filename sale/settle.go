@@ -27,6 +27,11 @@ func (e *Engine) settle(ctx context.Context, ch change, err error, log Log) erro
 		return err
 	}
 	unanswered := time.Now() // the COMMIT was sent before this
+	if count := e.cfg.Metrics.CommitsUnanswered; count != nil {
+		for _, sku := range ch.skus {
+			count(sku).Inc()
+		}
+	}
 	log.Warn("commit unanswered: asking the database what became of it before the lock is released", "err", err)
 	rerr := ch.resolve(ctx, err)
 	if errors.Is(rerr, errOutcomeUnknown) && e.waitWhileAlive(ctx, inventory.UnansweredConn(err), log) {
