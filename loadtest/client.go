@@ -31,6 +31,11 @@ func newAPI(c Config) *api {
 	return &api{http: &http.Client{Transport: tr, Timeout: c.Timeout}, token: c.AdminToken}
 }
 
+// close closes the connections left idle, once a run is over: kept, they would count for up to
+// IdleConnTimeout against the replicas' cap on one client's connections (429
+// too_many_connections), and draw refusals the next run in this process did not earn.
+func (a *api) close() { a.http.CloseIdleConnections() }
+
 type apiError struct {
 	Status int
 	Code   string `json:"code"`

@@ -30,6 +30,7 @@ func Run(ctx context.Context, cfg Config, progress Progress) (*Report, error) {
 		return nil, err
 	}
 	a := newAPI(cfg)
+	defer a.close()
 	rep := newReport(cfg)
 	if cfg.OpenLoop() {
 		return rep, runOpenLoop(ctx, a, cfg, rep, progress)

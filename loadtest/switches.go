@@ -42,6 +42,7 @@ func MeasureSwitches(ctx context.Context, cfg SwitchConfig) (*SwitchReport, erro
 		return nil, errors.New("loadtest: switches need targets, at least two modes, a number of switches and a concurrency")
 	}
 	a := newAPI(cfg.Config)
+	defer a.close()
 	if _, err := a.do(ctx, http.MethodPut, cfg.Targets[0]+"/admin/products/"+cfg.SKU, map[string]int{"stock": cfg.Stock}, nil, a.adminHeader()); err != nil {
 		return nil, fmt.Errorf("reset %s: %w", cfg.SKU, err)
 	}
